@@ -1,0 +1,34 @@
+# livecells: `make docs` sets everything up and builds the docs with executed cells;
+# `make test` runs the whole suite. Both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SPHINXOPTS ?=
+
+.PHONY: docs test install clean pdf bench
+
+install: $(STAMP)
+
+# torch==2.13.0 is the CPU wheel this kind of machine keeps on disk (PIP_FIND_LINKS);
+# mxnet 1.9.1 needs numpy<1.24. See the README for CUDA builds on a GPU machine.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[frameworks,docs,test]'
+	touch $(STAMP)
+
+docs: $(STAMP)
+	$(BIN)/sphinx-build -b html -c . $(SPHINXOPTS) docs _build/html
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+
+pdf: $(STAMP)
+	$(BIN)/sphinx-build -M latexpdf docs _build -c . $(SPHINXOPTS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/build_speed.py
+
+clean:
+	rm -rf _build

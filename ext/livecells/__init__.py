@@ -1,0 +1,38 @@
+"""livecells: execute framework-tabbed code cells at sphinx-build time and show their live output.
+
+The build runs in five stages, each in its own module and each handing the next plain data:
+read (:mod:`.directive`, :mod:`.plan`), plan and execute (:mod:`.pipeline`, :mod:`.execute`,
+:mod:`.kernel`), store (:mod:`.store`) and render (:mod:`.render`).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from pathlib import Path
+from typing import Any
+
+from sphinx.application import Sphinx
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    from .config import setup_config
+    from .directive import setup_directives
+    from .pipeline import setup_pipeline
+    from .plan import setup_plan
+    from .render import setup_render
+
+    app.setup_extension("sphinx_design")
+    setup_config(app)
+    setup_directives(app)
+    setup_plan(app)
+    setup_pipeline(app)
+    setup_render(app)
+    app.connect("builder-inited", _add_static_path)
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
+
+
+def _add_static_path(app: Sphinx) -> None:
+    static = str(Path(__file__).parent / "static")
+    if static not in app.config.html_static_path:
+        app.config.html_static_path.append(static)

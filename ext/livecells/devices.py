@@ -1,0 +1,163 @@
+"""Devices: find GPUs without initialising CUDA, and lease them to sessions exclusively.
+
+GPUs are listed through NVML (``nvidia-ml-py``), or ``nvidia-smi`` where NVML is missing; CUDA is
+never touched in the Sphinx process. A ``CUDA_VISIBLE_DEVICES`` already set for the build limits
+what may be used. Each session gets its devices through ``CUDA_VISIBLE_DEVICES``. Nothing here
+guesses a page's needs from its code: a page asks for GPUs with ``live-settings :gpus:``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+
+@dataclass(frozen=True)
+class GPU:
+    index: int  # the index CUDA_VISIBLE_DEVICES uses
+    name: str
+    uuid: str = ""
+
+
+def _visible_filter(gpus: list[GPU]) -> list[GPU]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return gpus
+    wanted = [v.strip() for v in visible.split(",") if v.strip()]
+    chosen = []
+    for item in wanted:
+        for gpu in gpus:
+            if item == str(gpu.index) or (item and gpu.uuid.startswith(item)):
+                chosen.append(gpu)
+                break
+        else:
+            break  # CUDA stops at the first entry it cannot match
+    return chosen
+
+
+def _nvml_gpus() -> list[GPU] | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver: NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None
+    try:
+        found = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            uuid = pynvml.nvmlDeviceGetUUID(handle)
+            found.append(
+                GPU(
+                    index,
+                    name.decode() if isinstance(name, bytes) else str(name),
+                    uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+                )
+            )
+        return found
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _smi_gpus() -> list[GPU] | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=index,name,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3 and parts[0].isdigit():
+            found.append(GPU(int(parts[0]), parts[1], parts[2]))
+    return found
+
+
+def detect_gpus() -> list[GPU]:
+    """The GPUs this build may use, in CUDA's order (empty without a driver)."""
+    found = _nvml_gpus()
+    if found is None:
+        found = _smi_gpus() or []
+    return _visible_filter(found)
+
+
+def cpu_name() -> str:
+    """A short name of this machine's processor, for provenance lines."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Devices held by one session for as long as it runs."""
+
+    gpus: tuple[GPU, ...]
+
+    @property
+    def cuda_visible_devices(self) -> list[int]:
+        return [gpu.index for gpu in self.gpus]
+
+    @property
+    def kind(self) -> str:
+        return "gpu" if self.gpus else "cpu"
+
+
+class DevicePool:
+    """Leases GPUs exclusively, and bounds how many sessions execute at once."""
+
+    def __init__(self, gpus: Sequence[GPU], jobs: int) -> None:
+        self.gpus = list(gpus)
+        self.jobs = max(1, jobs)
+        self._free = list(self.gpus)
+        self._changed = asyncio.Condition()
+        self._running = 0
+
+    def can_serve(self, count: int) -> bool:
+        return count <= len(self.gpus)
+
+    @asynccontextmanager
+    async def lease(self, count: int) -> AsyncIterator[Lease]:
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: self._running < self.jobs and len(self._free) >= count
+            )
+            taken = tuple(self._free[:count])
+            del self._free[:count]
+            self._running += 1
+        try:
+            yield Lease(taken)
+        finally:
+            async with self._changed:
+                self._free.extend(taken)
+                self._free.sort(key=lambda g: g.index)
+                self._running -= 1
+                self._changed.notify_all()

@@ -1,0 +1,263 @@
+"""Read stage: the ``live-cell`` and ``live-settings`` directives and their nodes.
+
+The directives parse and record; they execute nothing. A read-time transform then attaches each
+recorded output (a ``parsed-literal`` of class ``output`` right after a cell) to its cell, and
+groups adjacent cells into one :class:`live_group`, which the render stage turns into a tab set.
+The doctree built here is the same for every builder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+from .config import STDERR_MODES, WARNING_TYPE, app_of, get_config
+
+logger = logging.getLogger(__name__)
+
+ALL = "all"
+
+
+class live_cell(nodes.General, nodes.Element):  # noqa: N801
+    """One cell: its code, frameworks and options. Children: recorded outputs (if any).
+
+    Attributes: ``code``, ``frameworks`` (list, or ``["all"]``), ``index`` (position among the
+    page's cells), ``hide_code``, ``hide_output``, ``raises`` (``None``, or a list of exception
+    names, empty for any), ``timeout``, ``stderr``, ``no_timing``.
+    """
+
+
+class live_group(nodes.General, nodes.Element):  # noqa: N801
+    """Adjacent cells shown together: one tab per framework."""
+
+
+class live_recorded(nodes.General, nodes.Element):  # noqa: N801
+    """A recorded output of a cell, as the source holds it (kept as a literal_block child)."""
+
+
+class live_settings(nodes.General, nodes.Element):  # noqa: N801
+    """Page settings: ``gpus``, ``timeout``, ``depends``. Removed from the page when rendered."""
+
+
+def _frameworks_argument(argument: str) -> list[str]:
+    names = [part.strip() for part in argument.replace(" ", ",").split(",") if part.strip()]
+    if not names:
+        raise ValueError("a framework name, a comma list, or 'all' is required")
+    return names
+
+
+def _raises(argument: str | None) -> list[str]:
+    if not argument:
+        return []
+    return [part.strip() for part in argument.replace(" ", ",").split(",") if part.strip()]
+
+
+def _seconds(argument: str) -> float:
+    value = float(directives.unchanged_required(argument))
+    if value <= 0:
+        raise ValueError("must be a positive number of seconds")
+    return value
+
+
+def _stderr(argument: str) -> str:
+    return directives.choice(argument, STDERR_MODES)
+
+
+def _patterns(argument: str) -> list[str]:
+    return [part.strip() for part in argument.split(",") if part.strip()]
+
+
+class LiveCellDirective(SphinxDirective):
+    """``.. live-cell:: pytorch[, mxnet] | all`` with the cell's code as content."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    has_content = True
+    option_spec = {
+        "hide-code": directives.flag,
+        "hide-output": directives.flag,
+        "raises": _raises,
+        "timeout": _seconds,
+        "stderr": _stderr,
+        "no-timing": directives.flag,
+        "name": directives.unchanged_required,
+        "class": directives.class_option,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        config = get_config(app_of(self.env))
+        names = _frameworks_argument(self.arguments[0])
+        known = config.framework_names()
+        unknown = [n for n in names if n != ALL and n not in known]
+        if unknown:
+            logger.warning(
+                "live-cell: unknown framework %s (livecells_frameworks has %s); the cell is "
+                "shown but not run",
+                ", ".join(map(repr, unknown)),
+                ", ".join(known),
+                location=self.get_location(),
+                type=WARNING_TYPE,
+                subtype="config",
+            )
+        if ALL in names and len(names) > 1:
+            logger.warning(
+                "live-cell: 'all' cannot be combined with other frameworks; using 'all'",
+                location=self.get_location(),
+                type=WARNING_TYPE,
+                subtype="config",
+            )
+            names = [ALL]
+        code = "\n".join(self.content)
+        if not code.strip():
+            logger.warning(
+                "live-cell: the cell has no code",
+                location=self.get_location(),
+                type=WARNING_TYPE,
+                subtype="config",
+            )
+        # Seen frameworks are kept in order, without duplicates.
+        frameworks = list(dict.fromkeys(n for n in names if n == ALL or n in known))
+        cell = live_cell(
+            code=code,
+            frameworks=frameworks,
+            unknown=unknown,
+            hide_code="hide-code" in self.options,
+            hide_output="hide-output" in self.options,
+            raises=self.options.get("raises"),
+            timeout=self.options.get("timeout"),
+            stderr=self.options.get("stderr", "show"),
+            no_timing="no-timing" in self.options,
+            # The first line of code in the source, so errors can point inside the cell.
+            code_line=self.content_offset + 1,
+            classes=self.options.get("class", []),
+        )
+        self.set_source_info(cell)
+        self.add_name(cell)
+        return [cell]
+
+
+class LiveSettingsDirective(SphinxDirective):
+    """``.. live-settings::`` with ``:gpus:``, ``:timeout:``, ``:depends:``; once per page."""
+
+    has_content = False
+    option_spec = {
+        "gpus": directives.nonnegative_int,
+        "timeout": _seconds,
+        "depends": _patterns,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        node = live_settings(
+            gpus=self.options.get("gpus"),
+            timeout=self.options.get("timeout"),
+            depends=self.options.get("depends", []),
+        )
+        self.set_source_info(node)
+        return [node]
+
+
+def _is_recorded_output(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.literal_block) and "output" in node.get("classes", [])
+
+
+def _skippable(node: nodes.Node) -> bool:
+    """Nodes between cells that do not break adjacency (comments, targets, LaTeX-only raw)."""
+    if isinstance(node, (nodes.comment, nodes.target, nodes.system_message)):
+        return True
+    return isinstance(node, nodes.raw) and "html" not in node.get("format", "").split()
+
+
+class GroupLiveCells(SphinxTransform):
+    """Attach recorded outputs to cells, number the cells, and group adjacent cells."""
+
+    default_priority = 200
+
+    def apply(self, **kwargs: Any) -> None:
+        cells = list(self.document.findall(live_cell))
+        if not cells:
+            return
+        for index, cell in enumerate(cells):
+            cell["index"] = index
+            self._attach_recorded(cell)
+        for parent in {id(c.parent): c.parent for c in cells}.values():
+            self._group_children(parent)
+
+    @staticmethod
+    def _attach_recorded(cell: live_cell) -> None:
+        parent = cell.parent
+        position = parent.index(cell) + 1
+        while position < len(parent):
+            sibling = parent[position]
+            if _is_recorded_output(sibling):
+                parent.remove(sibling)
+                cell += live_recorded("", sibling)
+                continue
+            if _skippable(sibling) and not isinstance(sibling, nodes.target):
+                position += 1
+                continue
+            break
+
+    @staticmethod
+    def _group_children(parent: nodes.Element) -> None:
+        groups: list[list[nodes.Node]] = []
+        run: list[nodes.Node] = []
+        pending: list[nodes.Node] = []  # skippable nodes seen after the run's last cell
+        for child in list(parent.children):
+            if isinstance(child, live_cell):
+                # A cell whose framework is already in the run starts a new group, except
+                # that consecutive cells of one framework stay in the same tab.
+                if run and _starts_new_group(run, child):
+                    groups.append(run)
+                    run = []
+                run.extend(pending)
+                pending = []
+                run.append(child)
+            elif run and _skippable(child):
+                pending.append(child)
+            else:
+                if run:
+                    groups.append(run)
+                run, pending = [], []
+        if run:
+            groups.append(run)
+        for members in groups:
+            first = members[0]
+            group = live_group()
+            group.source, group.line = first.source, first.line
+            parent.insert(parent.index(first), group)
+            for member in members:
+                parent.remove(member)
+                group += member
+
+
+def _starts_new_group(run: list[nodes.Node], cell: live_cell) -> bool:
+    previous = [n for n in run if isinstance(n, live_cell)]
+    last = previous[-1]
+    if ALL in cell["frameworks"] or ALL in last["frameworks"]:
+        return True
+    if set(cell["frameworks"]) == set(last["frameworks"]):
+        return False
+    seen = {fw for n in previous for fw in n["frameworks"]}
+    # A framework that already had its turn in this group, after another one, starts a new group.
+    return bool(set(cell["frameworks"]) & seen)
+
+
+def setup_directives(app: Sphinx) -> None:
+    app.add_directive("live-cell", LiveCellDirective)
+    app.add_directive("live-settings", LiveSettingsDirective)
+    app.add_transform(GroupLiveCells)
+    # A named cell is a target that a bare :ref: can point to; its title is its first line.
+    app.add_enumerable_node(live_cell, "live-cell", title_getter=_cell_title)
+    for node in (live_group, live_recorded, live_settings):
+        app.add_node(node)
+
+
+def _cell_title(node: nodes.Element) -> str:
+    first = next((line.strip() for line in node["code"].splitlines() if line.strip()), "")
+    return first if len(first) <= 60 else first[:57] + "..."

@@ -1,0 +1,225 @@
+"""Execute stage: run the sessions that are left after the store was consulted.
+
+A :class:`Scheduler` takes :class:`SessionJob` s and reports each finished one as a plain-data
+record (the same shape the store keeps). :class:`LocalScheduler` runs them on this machine over
+device leases: one executing session per GPU, or one at a time on CPU, so that timings stay
+honest; the longest pages go first. Nothing here knows Sphinx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import re
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from jupyter_client.kernelspec import NoSuchKernel
+
+from . import __version__
+from .config import FrameworkSpec
+from .devices import GPU, DevicePool, Lease, cpu_name
+from .kernel import CellResult, KernelSession
+from .plan import SessionPlan
+
+
+@dataclass(frozen=True)
+class SessionJob:
+    """One session to run, with everything the runner needs and nothing of Sphinx."""
+
+    plan: SessionPlan
+    framework: FrameworkSpec
+    key: str
+    environment: str  # the environment fingerprint's hash
+    gpus: int  # devices to lease
+    default_timeout: float
+    output_limit: int
+    log_path: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def weight(self) -> int:
+        """Longer pages first: the number of cells is the estimate we have before running."""
+        return len(self.plan.cells)
+
+
+OnDone = Callable[[SessionJob, dict[str, Any]], None]
+OnStart = Callable[[SessionJob], None]
+
+
+class Scheduler(Protocol):
+    """Runs jobs and hands each finished job's record to ``on_done`` as soon as it is ready."""
+
+    async def run(
+        self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
+    ) -> None: ...
+
+
+class LocalScheduler:
+    """Runs sessions in local kernels, each holding an exclusive device lease."""
+
+    def __init__(self, gpus: Sequence[GPU], jobs: int) -> None:
+        self.pool = DevicePool(gpus, jobs)
+
+    async def run(
+        self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
+    ) -> None:
+        ordered = sorted(jobs, key=lambda j: -j.weight)
+
+        async def one(job: SessionJob) -> None:
+            async with self.pool.lease(job.gpus) as lease:
+                if on_start is not None:
+                    on_start(job)
+                record = await run_session(job, lease)
+            on_done(job, record)
+
+        tasks = [asyncio.ensure_future(one(job)) for job in ordered]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _not_run(reason: str) -> CellResult:
+    return CellResult(status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []})
+
+
+async def run_session(
+    job: SessionJob,
+    lease: Lease,
+    *,
+    session_factory: Callable[..., KernelSession] = KernelSession,
+) -> dict[str, Any]:
+    """Run every cell of one session in a fresh kernel and return the session's record."""
+    plan = job.plan
+    started = time.perf_counter()
+    results: dict[int, CellResult] = {}
+    probe: dict[str, Any] = {}
+    message: str | None = None
+    budget = plan.settings.timeout  # the page's whole budget, if it set one
+    try:
+        kernel = session_factory(
+            job.framework,
+            cwd=plan.cwd,
+            devices=lease.cuda_visible_devices,
+            log_path=job.log_path,
+            output_limit=job.output_limit,
+            extra_env=job.extra_env,
+        )
+        async with kernel:
+            for cell in plan.cells:
+                if kernel.broken:
+                    results[cell.index] = _not_run(f"not run: {kernel.broken}")
+                    continue
+                timeout = cell.timeout or job.default_timeout
+                if budget is not None:
+                    left = budget - (time.perf_counter() - started)
+                    if left <= 0:
+                        results[cell.index] = _not_run("not run: the page's time budget is spent")
+                        continue
+                    timeout = min(timeout, left)
+                results[cell.index] = await kernel.run_cell(cell.code, timeout)
+            if not kernel.broken:
+                probe = await kernel.probe()
+    except NoSuchKernel:
+        message = f"no kernelspec named {job.framework.kernel!r} (see `jupyter kernelspec list`)"
+    except (RuntimeError, OSError, asyncio.TimeoutError) as err:
+        message = f"the {job.framework.name} kernel could not be started: {err or type(err).__name__}"
+    for cell in plan.cells:
+        results.setdefault(cell.index, _not_run(message or "not run"))
+    return session_record(job, lease, results, probe, message, time.perf_counter() - started)
+
+
+def session_record(
+    job: SessionJob,
+    lease: Lease,
+    results: dict[int, CellResult],
+    probe: dict[str, Any],
+    message: str | None,
+    duration: float,
+) -> dict[str, Any]:
+    """The store's record of a finished session: plain data only."""
+    plan = job.plan
+    cells = []
+    for cell in plan.cells:
+        data = results[cell.index].to_json()
+        data["index"] = cell.index
+        data["code_sha"] = cell.code_sha
+        cells.append(data)
+    gpu_used = bool(probe.get("gpu_used")) and bool(lease.gpus)
+    device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
+    statuses = {c["status"] for c in cells}
+    if message:
+        status = "failed"
+    elif statuses & {"died", "timeout"}:
+        status = "crashed" if "died" in statuses else "timeout"
+    elif "error" in statuses:
+        status = "error"
+    else:
+        status = "ok"
+    return {
+        "framework": job.framework.name,
+        "key": job.key,
+        "environment": job.environment,
+        "status": status,
+        "message": message,
+        "duration": round(duration, 4),
+        "cells": cells,
+        "provenance": {
+            "date": now_iso(),
+            "host": probe.get("host") or socket.gethostname(),
+            "device": device,
+            "device_kind": "gpu" if gpu_used else "cpu",
+            "device_count": len(lease.gpus) if gpu_used else 0,
+            "framework_version": probe.get("framework_version", ""),
+            "python": probe.get("python", ""),
+            "kernel": job.framework.kernel,
+            "livecells": __version__,
+        },
+    }
+
+
+def _gpu_names(gpus: Sequence[GPU]) -> list[str]:
+    names: dict[str, int] = {}
+    for gpu in gpus:
+        names[gpu.name] = names.get(gpu.name, 0) + 1
+    return [name if n == 1 else f"{n}× {name}" for name, n in names.items()]
+
+
+CELL_FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+def error_line(cell: dict[str, Any]) -> int | None:
+    """The line inside the cell where its error was raised (1-based), if the traceback says."""
+    error = cell.get("error") or {}
+    count = cell.get("execution_count")
+    found = None
+    for entry in error.get("traceback", []):
+        for match in CELL_FRAME.finditer(strip_ansi(entry)):
+            if count is None or int(match.group(1)) == count:
+                found = int(match.group(2))
+    if found is None and error.get("ename") in {"SyntaxError", "IndentationError", "TabError"}:
+        for entry in error.get("traceback", []):
+            match = re.search(r"line (\d+)", strip_ansi(entry))
+            if match:
+                found = int(match.group(1))
+    return found
+
+
+def run_async(main: Callable[[], Awaitable[None]]) -> None:
+    """Run the scheduler's coroutine to the end from synchronous Sphinx code."""
+    asyncio.run(main())

@@ -1,0 +1,470 @@
+"""Execute stage, one session: a real Jupyter kernel that runs one page's cells for one framework.
+
+:class:`KernelSession` starts a kernel (jupyter_client + the framework's kernelspec) in the page's
+folder with its devices leased through ``CUDA_VISIBLE_DEVICES``, installs a small hook in the
+kernel that times each cell with ``perf_counter`` after the framework's queued device work has
+finished, preloads the framework, runs cells and returns each one as a :class:`CellResult` of
+plain data (Jupyter mime bundles). It knows nothing of Sphinx.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.paths import jupyter_runtime_dir
+
+from .config import FrameworkSpec
+
+# Installed once per kernel, in a namespace of its own (never the user's). Pre- and post-run
+# hooks time every non-silent cell; the post hook first runs the framework's sync code so that
+# queued device work counts. ``probe`` reports the session's provenance at the end.
+HOOK_SOURCE = r'''
+import importlib, platform, socket, sys, time, types
+
+state = types.ModuleType("_livecells_kernel")
+sys.modules["_livecells_kernel"] = state
+state.last = None
+state.sync_errors = []
+_sync = compile(SYNC or "pass", "<livecells-sync>", "exec")
+_gpu_used = compile(GPU_USED or "False", "<livecells-gpu>", "eval")
+
+
+def _pre(info=None):
+    state.t0 = time.perf_counter()
+
+
+def _post(result=None):
+    try:
+        exec(_sync, {"sys": sys})
+    except Exception as err:  # a failed sync must not hide the cell's own result
+        state.sync_errors.append(repr(err))
+    state.last = time.perf_counter() - state.t0
+    _drain_fd_output()
+
+
+def _drain_fd_output():
+    """Let output that C code wrote to fds 1 and 2 reach the cell before the kernel goes idle.
+
+    ipykernel forwards those fds through a pipe read by a thread; what is still in the pipe
+    when the cell ends would otherwise show up under a later cell, or nowhere.
+    """
+    import ctypes, fcntl, struct, termios
+    try:
+        ctypes.CDLL(None).fflush(None)  # C stdio buffers
+    except Exception:
+        pass
+    deadline = time.monotonic() + 2.0
+    waited = False
+    for stream in (sys.stdout, sys.stderr):
+        fid = getattr(stream, "_fid", None)
+        if fid is None:
+            continue
+        waited = True
+        while time.monotonic() < deadline:
+            try:
+                pending = struct.unpack("i", fcntl.ioctl(fid, termios.FIONREAD, b"\0" * 4))[0]
+            except OSError:
+                break
+            if not pending:
+                break
+            time.sleep(0.0005)
+    if waited:
+        time.sleep(0.001)  # the reader thread may hold a last chunk it has read but not written
+
+
+def _version(module):
+    if not module:
+        return ""
+    mod = sys.modules.get(module)
+    version = getattr(mod, "__version__", "") if mod is not None else ""
+    if not version:
+        try:
+            from importlib import metadata
+            version = metadata.version(module)
+        except Exception:
+            version = ""
+    return str(version)
+
+
+def probe():
+    try:
+        gpu_used = bool(eval(_gpu_used, {"sys": sys}))
+    except Exception:
+        gpu_used = False
+    return {
+        "python": platform.python_version(),
+        "framework_version": _version(VERSION_MODULE),
+        "gpu_used": gpu_used,
+        "host": socket.gethostname(),
+        "pid": __import__("os").getpid(),
+        "ppid": __import__("os").getppid(),
+        "sync_errors": state.sync_errors[:5],
+    }
+
+
+state.probe = probe
+_ip = get_ipython()
+_ip.events.register("pre_run_cell", _pre)
+_ip.events.register("post_run_cell", _post)
+for _name in PRELOAD:
+    importlib.import_module(_name)
+'''
+
+TIME_EXPRESSION = "__import__('sys').modules['_livecells_kernel'].last"
+PROBE_EXPRESSION = "__import__('json').dumps(__import__('sys').modules['_livecells_kernel'].probe())"
+
+
+@dataclass
+class CellResult:
+    """What one cell produced, as plain data."""
+
+    status: str  # "ok", "error", "timeout", "died", "not-run"
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    time: float | None = None
+    execution_count: int | None = None
+    error: dict[str, Any] | None = None  # ename, evalue, traceback (of the cell's error)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "status": self.status,
+            "outputs": self.outputs,
+            "time": self.time,
+            "execution_count": self.execution_count,
+        }
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+class KernelDied(RuntimeError):
+    """The kernel process ended while a cell ran."""
+
+
+class OutputCollector:
+    """Turns iopub messages into nbformat-style outputs, the way a notebook front end shows them."""
+
+    def __init__(self, limit: int) -> None:
+        self.outputs: list[dict[str, Any]] = []
+        self.limit = limit
+        self._clear_pending = False
+        self._display_ids: dict[str, list[int]] = {}
+        self.error: dict[str, Any] | None = None
+        self._truncated: set[str] = set()
+
+    def handle(self, msg_type: str, content: Mapping[str, Any]) -> None:
+        if msg_type == "clear_output":
+            if content.get("wait"):
+                self._clear_pending = True
+            else:
+                self.outputs.clear()
+                self._display_ids.clear()
+            return
+        if msg_type not in {"stream", "execute_result", "display_data", "update_display_data", "error"}:
+            return
+        if self._clear_pending:
+            self.outputs.clear()
+            self._display_ids.clear()
+            self._clear_pending = False
+        if msg_type == "stream":
+            self._stream(content["name"], content.get("text", ""))
+        elif msg_type == "error":
+            self.error = {
+                "ename": content.get("ename", ""),
+                "evalue": content.get("evalue", ""),
+                "traceback": list(content.get("traceback", [])),
+            }
+            self.outputs.append({"output_type": "error", **self.error})
+        elif msg_type == "update_display_data":
+            display_id = content.get("transient", {}).get("display_id")
+            for position in self._display_ids.get(display_id, []):
+                self.outputs[position]["data"] = dict(content.get("data", {}))
+                self.outputs[position]["metadata"] = dict(content.get("metadata", {}))
+        else:
+            output: dict[str, Any] = {
+                "output_type": msg_type,
+                "data": dict(content.get("data", {})),
+                "metadata": dict(content.get("metadata", {})),
+            }
+            if msg_type == "execute_result":
+                output["execution_count"] = content.get("execution_count")
+            display_id = content.get("transient", {}).get("display_id")
+            if display_id:
+                self._display_ids.setdefault(display_id, []).append(len(self.outputs))
+            self.outputs.append(output)
+
+    def _stream(self, name: str, text: str) -> None:
+        last = self.outputs[-1] if self.outputs else None
+        if last is not None and last["output_type"] == "stream" and last["name"] == name:
+            target = last
+        else:
+            target = {"output_type": "stream", "name": name, "text": ""}
+            self.outputs.append(target)
+        if name in self._truncated:
+            return
+        room = self.limit - sum(
+            len(o["text"]) for o in self.outputs if o["output_type"] == "stream" and o["name"] == name
+        )
+        if len(text) > room:
+            text = text[: max(room, 0)]
+            self._truncated.add(name)
+            target["truncated"] = True
+        target["text"] += text
+
+
+class KernelSession:
+    """One running kernel for one (page, framework) session. Use as an async context manager."""
+
+    def __init__(
+        self,
+        framework: FrameworkSpec,
+        *,
+        cwd: str | os.PathLike[str],
+        devices: Sequence[int] | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        output_limit: int = 100_000,
+        startup_timeout: float = 120.0,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.framework = framework
+        self.cwd = str(cwd)
+        self.devices = list(devices or [])
+        self.log_path = log_path
+        self.output_limit = output_limit
+        self.startup_timeout = startup_timeout
+        self.extra_env = dict(extra_env or {})
+        self.km: AsyncKernelManager | None = None
+        self.kc: Any = None
+        self._log: Any = None
+        #: Why the kernel can run no more cells (it died, or was stopped after a timeout).
+        self.broken: str | None = None
+
+    async def __aenter__(self) -> KernelSession:
+        try:
+            await self.start()
+        except BaseException:
+            await self.shutdown()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in self.devices)
+        # ipykernel stops capturing fds 1 and 2 when it thinks it runs under pytest; a kernel
+        # started by a test must behave as in a real build.
+        env.pop("PYTEST_CURRENT_TEST", None)
+        env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+        # The kernel's own colours are stripped later; no pager or terminal tricks.
+        env["PAGER"] = "cat"
+        return env
+
+    async def start(self) -> None:
+        self.km = AsyncKernelManager(kernel_name=self.framework.kernel)
+        # IPC sockets: reachable only from this machine, signed with the connection key.
+        self.km.transport = "ipc"
+        runtime = Path(jupyter_runtime_dir())
+        runtime.mkdir(parents=True, exist_ok=True)
+        self.km.ip = str(runtime / f"livecells-{uuid.uuid4().hex[:12]}")
+        if self.log_path:
+            Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in shutdown()
+        output = self._log if self._log is not None else asyncio.subprocess.DEVNULL
+        await self.km.start_kernel(
+            cwd=self.cwd, env=self._environment(), stdout=output, stderr=output
+        )
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        hook = "\n".join(
+            [
+                f"SYNC = {self.framework.sync!r}",
+                f"GPU_USED = {self.framework.gpu_used!r}",
+                f"PRELOAD = {list(self.framework.preload)!r}",
+                f"VERSION_MODULE = {self.framework.version_module!r}",
+                HOOK_SOURCE,
+            ]
+        )
+        reply = await self._request(
+            f"exec({hook!r}, {{'get_ipython': get_ipython, '__name__': '_livecells_kernel'}})",
+            silent=True,
+            timeout=self.startup_timeout,
+        )
+        if reply["content"]["status"] != "ok":
+            content = reply["content"]
+            raise RuntimeError(
+                f"could not prepare the kernel: {content.get('ename')}: {content.get('evalue')}"
+            )
+
+    async def _request(
+        self,
+        code: str,
+        *,
+        silent: bool = False,
+        timeout: float | None = None,
+        user_expressions: Mapping[str, str] | None = None,
+        collector: OutputCollector | None = None,
+    ) -> dict[str, Any]:
+        """Send one execute request; gather its iopub output until idle; return the reply."""
+        assert self.kc is not None and self.km is not None
+        msg_id = self.kc.execute(
+            code,
+            silent=silent,
+            store_history=not silent,
+            user_expressions=dict(user_expressions or {}),
+            allow_stdin=False,
+        )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        idle = False
+        reply: dict[str, Any] | None = None
+        while not (idle and reply is not None):
+            if deadline is not None and time.monotonic() > deadline:
+                raise asyncio.TimeoutError
+            if not idle:
+                try:
+                    msg = await self.kc.get_iopub_msg(timeout=0.5)
+                except Exception:  # queue.Empty; check the kernel is still alive
+                    if not await self.km.is_alive():
+                        raise KernelDied(self._death_reason()) from None
+                    continue
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                msg_type = msg["header"]["msg_type"]
+                if msg_type == "status":
+                    idle = msg["content"]["execution_state"] == "idle"
+                elif collector is not None:
+                    collector.handle(msg_type, msg["content"])
+            else:
+                try:
+                    shell = await self.kc.get_shell_msg(timeout=0.5)
+                except Exception:
+                    if not await self.km.is_alive():
+                        raise KernelDied(self._death_reason()) from None
+                    continue
+                if shell["parent_header"].get("msg_id") == msg_id:
+                    reply = shell
+        return reply
+
+    def _death_reason(self) -> str:
+        provisioner = getattr(self.km, "provisioner", None)
+        process = getattr(provisioner, "process", None)
+        code = process.poll() if process is not None else None
+        if code is None:
+            return "the kernel died"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hint = " (killed, perhaps for lack of memory)" if name == "SIGKILL" else ""
+            return f"the kernel died of {name}{hint}"
+        return f"the kernel exited with status {code}"
+
+    async def run_cell(self, code: str, timeout: float) -> CellResult:
+        """Run one cell; errors, timeouts and a dying kernel become the cell's result."""
+        collector = OutputCollector(self.output_limit)
+        try:
+            reply = await self._request(
+                code,
+                timeout=timeout,
+                user_expressions={"time": TIME_EXPRESSION},
+                collector=collector,
+            )
+        except asyncio.TimeoutError:
+            await self._interrupt()
+            return CellResult(
+                status="timeout",
+                outputs=collector.outputs,
+                error={
+                    "ename": "CellTimeoutError",
+                    "evalue": f"the cell did not finish within {timeout:g} s",
+                    "traceback": [],
+                },
+            )
+        except KernelDied as died:
+            self.broken = str(died)
+            return CellResult(
+                status="died",
+                outputs=collector.outputs,
+                error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
+            )
+        content = reply["content"]
+        elapsed = None
+        measured = content.get("user_expressions", {}).get("time", {})
+        if not measured:
+            # ipykernel skips user_expressions after an error; ask for the time separately.
+            followup = await self._request(
+                "pass", silent=True, timeout=30, user_expressions={"time": TIME_EXPRESSION}
+            )
+            measured = followup["content"].get("user_expressions", {}).get("time", {})
+        if measured.get("status") == "ok":
+            try:
+                elapsed = float(measured["data"]["text/plain"])
+            except (KeyError, ValueError):
+                elapsed = None
+        status = "ok" if content.get("status") == "ok" else "error"
+        error = collector.error
+        if status == "error" and error is None:
+            error = {
+                "ename": content.get("ename", "Error"),
+                "evalue": content.get("evalue", ""),
+                "traceback": list(content.get("traceback", [])),
+            }
+        return CellResult(
+            status=status,
+            outputs=collector.outputs,
+            time=elapsed,
+            execution_count=content.get("execution_count"),
+            error=error,
+        )
+
+    async def _interrupt(self) -> None:
+        """Interrupt a cell that ran out of time and wait for the kernel to settle.
+
+        A kernel that ignores the interrupt (a long C call) is killed; :attr:`broken` then says
+        why no later cell of the session can run.
+        """
+        assert self.km is not None and self.kc is not None
+        try:
+            await self.km.interrupt_kernel()
+            await self._request("pass", silent=True, timeout=10)
+        except (asyncio.TimeoutError, KernelDied):
+            self.broken = "the kernel ignored the interrupt after a timeout and was stopped"
+            await self.km.shutdown_kernel(now=True)
+
+    async def probe(self) -> dict[str, Any]:
+        """The session's provenance as the kernel sees it (versions, host, whether a GPU was used)."""
+        reply = await self._request(
+            "pass", silent=True, timeout=30, user_expressions={"probe": PROBE_EXPRESSION}
+        )
+        result = reply["content"].get("user_expressions", {}).get("probe", {})
+        if result.get("status") != "ok":
+            return {}
+        # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
+        return json.loads(ast.literal_eval(result["data"]["text/plain"]))
+
+    async def shutdown(self) -> None:
+        """Stop the kernel and every process in its process group; safe to call twice."""
+        km, kc, self.km, self.kc = self.km, self.kc, None, None
+        try:
+            if kc is not None:
+                kc.stop_channels()
+            if km is not None and km.has_kernel:
+                await km.shutdown_kernel(now=True)
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None

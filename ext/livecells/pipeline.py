@@ -1,0 +1,351 @@
+"""The build's plan -> execute -> store steps, wired into Sphinx's events.
+
+After Sphinx has read the pages (``env-updated``, main process), every (page, framework) session
+gets its key; the store and the execution mode decide which sessions run; the scheduler runs
+them; each finished session is written to the store at once (so an interrupted build keeps what
+finished) and its problems become warnings located at the cell. Pages whose outputs changed are
+handed back to Sphinx to be written. ``env-get-outdated`` re-reads pages whose key changed
+without their source changing (a ``:depends:`` file, or the store itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.environment import BuildEnvironment
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+from .config import WARNING_TYPE, LivecellsConfig, get_config
+from .devices import GPU, detect_gpus
+from .environment import Fingerprint, fingerprint
+from .execute import LocalScheduler, SessionJob, error_line, run_async, strip_ansi
+from .plan import SessionPlan, plans, session_plans
+from .store import OutputStore, StoreProblem
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BuildState:
+    """What this build decided and did; kept on the app for the render stage and the summary."""
+
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    gpus: list[GPU] = field(default_factory=list)
+    ran: int = 0
+    cached: int = 0
+    skipped: int = 0
+    failed: int = 0
+    unexpected_errors: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def build_state(app: Sphinx) -> BuildState:
+    if not hasattr(app, "livecells_state"):
+        app.livecells_state = BuildState()  # type: ignore[attr-defined]
+    return app.livecells_state  # type: ignore[attr-defined,no-any-return]
+
+
+def store_of(app: Sphinx) -> OutputStore:
+    return OutputStore(Path(app.srcdir) / get_config(app).store)
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:24]
+    except OSError:
+        return ""
+
+
+def _seen(env: BuildEnvironment) -> dict[str, dict[str, Any]]:
+    """Per page: the session keys and store digest its written output was made from."""
+    if not hasattr(env, "livecells_seen"):
+        env.livecells_seen = {}  # type: ignore[attr-defined]
+    return env.livecells_seen  # type: ignore[attr-defined,no-any-return]
+
+
+def _mode_signature(config: LivecellsConfig) -> str:
+    return f"{config.execute}/{config.device}"
+
+
+def on_env_get_outdated(
+    app: Sphinx, env: BuildEnvironment, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """Pages to re-read although their source did not change."""
+    config = get_config(app)
+    store = store_of(app)
+    outdated = []
+    for docname, page in plans(env).items():
+        if docname in changed or docname in added or docname in removed:
+            continue
+        seen = _seen(env).get(docname)
+        if seen is None or seen.get("mode") != _mode_signature(config):
+            outdated.append(docname)
+            continue
+        keys = {s.framework: s.code_key() for s in page.sessions(config.framework_names())}
+        if keys != seen.get("keys") or _file_digest(store.path(docname)) != seen.get("store"):
+            outdated.append(docname)
+    return outdated
+
+
+def _warn(message: str, subtype: str, location: Any = None) -> None:
+    logger.warning(message, type=WARNING_TYPE, subtype=subtype, location=location)
+
+
+def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
+    """Decide, run and store the sessions of this build; return the pages to rewrite."""
+    config = get_config(app)
+    state = build_state(app)
+    store = store_of(app)
+    sessions = session_plans(env, config.framework_names())
+    changed_pages: set[str] = set()
+
+    if config.device == "cpu":
+        state.gpus = []
+    else:
+        state.gpus = detect_gpus()
+    if sessions and config.execute in {"auto", "force"}:
+        if state.gpus:
+            names = ", ".join(sorted({g.name for g in state.gpus}))
+            logger.info(f"livecells: {len(state.gpus)} GPU(s) found: {names}")
+        elif config.device == "cpu":
+            logger.info("livecells: livecells_device = 'cpu': cells run on the CPU")
+        else:
+            logger.info("livecells: no GPU found; cells run on the CPU")
+
+    fingerprints: dict[str, Fingerprint] = {}
+    jobs: list[SessionJob] = []
+    damaged_reported: set[str] = set()
+    for session in sessions:
+        action = _decide(app, config, state, store, session, fingerprints, damaged_reported)
+        if isinstance(action, SessionJob):
+            jobs.append(action)
+        elif action == "cached":
+            state.cached += 1
+        else:
+            state.skipped += 1
+
+    if jobs:
+        _execute(app, config, state, store, jobs, changed_pages)
+
+    for docname, page in plans(env).items():
+        _seen(env)[docname] = {
+            "mode": _mode_signature(config),
+            "keys": {s.framework: s.code_key() for s in page.sessions(config.framework_names())},
+            "store": _file_digest(store.path(docname)),
+        }
+    for docname in list(_seen(env)):
+        if docname not in plans(env):
+            del _seen(env)[docname]
+    return sorted(changed_pages)
+
+
+def _decide(
+    app: Sphinx,
+    config: LivecellsConfig,
+    state: BuildState,
+    store: OutputStore,
+    session: SessionPlan,
+    fingerprints: dict[str, Fingerprint],
+    damaged_reported: set[str],
+) -> SessionJob | str:
+    """A job to run, or why not: ``"cached"`` (stored results stand) or ``"skipped"``."""
+    if config.execute == "off":
+        return "skipped"
+    try:
+        stored = store.session(session.docname, session.framework)
+    except StoreProblem as problem:
+        if session.docname not in damaged_reported:
+            damaged_reported.add(session.docname)
+            _warn(str(problem), "store", location=session.docname)
+        stored = None
+    key = session.code_key()
+    _, unmatched = session.depends_files()
+    for pattern in unmatched:
+        _warn(f"live-settings :depends: {pattern!r} matches no file", "depends", session.docname)
+    if config.execute == "cache":
+        return "cached" if stored else "skipped"
+    needed = session.settings.gpus
+    if config.device == "gpu" and not state.gpus:
+        # A GPU is required and there is none: show what is stored (or recorded), run nothing.
+        return "cached" if stored else "skipped"
+    if needed and needed > len(state.gpus):
+        first = session.cells[0] if session.cells else None
+        _warn(
+            f"{session.name}: the page needs {needed} GPU(s) (live-settings :gpus:) but "
+            f"{len(state.gpus)} are available; the page is not run",
+            "device",
+            (session.docname, first.line) if first else session.docname,
+        )
+        return "cached" if stored else "skipped"
+    gpus = len(state.gpus) and (1 if needed is None else needed)
+
+    framework = config.frameworks[session.framework]
+    if session.framework not in fingerprints:
+        fingerprints[session.framework] = fingerprint(framework)
+    fp = fingerprints[session.framework]
+    if fp.problem:
+        if fp.problem not in state.problems:
+            state.problems.append(fp.problem)
+            _warn(f"{fp.problem}; its cells are not run", "config")
+        return "cached" if stored else "skipped"
+
+    if config.execute == "auto" and stored and stored.get("key") == key:
+        leased_before = stored.get("provenance", {}).get("devices_leased", 0)
+        if stored.get("environment") == fp.digest and bool(leased_before) == bool(gpus):
+            return "cached"
+        if leased_before and not gpus:
+            # Never replace a GPU result by a CPU run when the code did not change.
+            return "cached"
+    return SessionJob(
+        plan=session,
+        framework=framework,
+        key=key,
+        environment=fp.digest,
+        gpus=gpus,
+        default_timeout=config.timeout,
+        output_limit=config.output_limit,
+        log_path=str(Path(app.outdir) / "_livecells" / "kernels" / f"{session.docname}.{session.framework}.log"),
+    )
+
+
+def _execute(
+    app: Sphinx,
+    config: LivecellsConfig,
+    state: BuildState,
+    store: OutputStore,
+    jobs: list[SessionJob],
+    changed_pages: set[str],
+) -> None:
+    jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(state.gpus))
+    scheduler = LocalScheduler(state.gpus, jobs_at_once)
+    total = len(jobs)
+    started = time.perf_counter()
+    done = 0
+
+    def on_start(job: SessionJob) -> None:
+        logger.info(
+            f"livecells: [{done + 1}/{total}] running {job.plan.name} "
+            f"({len(job.plan.cells)} cells, {time.perf_counter() - started:.1f} s elapsed)"
+        )
+
+    def on_done(job: SessionJob, record: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        record["run_id"] = state.run_id
+        record["provenance"]["devices_leased"] = job.gpus
+        try:
+            store.save_session(job.plan.docname, job.plan.framework, record)
+        except (StoreProblem, OSError) as err:
+            _warn(f"{job.plan.name}: results not stored: {err}", "store", job.plan.docname)
+        state.ran += 1
+        if record["status"] == "failed":
+            state.failed += 1
+        changed_pages.add(job.plan.docname)
+        report_session(app, config, state, job.plan, record)
+
+    run_async(lambda: scheduler.run(jobs, on_done, on_start))
+    state.seconds += time.perf_counter() - started
+
+
+def _expected(cell_raises: Iterable[str] | None, ename: str) -> bool:
+    if cell_raises is None:
+        return False
+    names = list(cell_raises)
+    return not names or ename in names or ename.split(".")[-1] in names
+
+
+def report_session(
+    app: Sphinx, config: LivecellsConfig, state: BuildState, plan: SessionPlan, record: dict[str, Any]
+) -> None:
+    """Warnings for one executed session, located at each cell; tracebacks to the report file."""
+    by_index = {c["index"]: c for c in record["cells"]}
+    if record.get("message") and plan.cells:
+        first = plan.cells[0]
+        _warn(f"{plan.name}: {record['message']}", "kernel", (plan.docname, first.line))
+        return
+    report_lines: list[str] = []
+    for cell in plan.cells:
+        result = by_index.get(cell.index)
+        if result is None:
+            continue
+        status = result["status"]
+        error = result.get("error") or {}
+        ename, evalue = error.get("ename", ""), error.get("evalue", "")
+        inner = error_line(result)
+        line = cell.code_line + inner - 1 if inner else cell.line
+        where = (plan.docname, line)
+        tag = f"live-cell [{plan.framework}]"
+        if status == "error":
+            if _expected(cell.raises, ename):
+                continue
+            state.unexpected_errors += 1
+            _warn(f"{tag}: {ename}: {evalue}", "error", where)
+            report_lines.append(_report_entry(plan, cell.line, result))
+        elif status == "timeout":
+            state.unexpected_errors += 1
+            _warn(f"{tag}: {evalue}", "timeout", where)
+        elif status == "died":
+            state.unexpected_errors += 1
+            _warn(f"{tag}: {evalue}", "crash", where)
+        elif status == "ok" and cell.raises is not None:
+            expected = ", ".join(cell.raises) or "an error"
+            _warn(f"{tag}: expected {expected} (:raises:), but the cell ran without error", "raises", where)
+        if status == "ok" and cell.stderr == "warn":
+            text = "".join(
+                o.get("text", "") for o in result["outputs"] if o.get("name") == "stderr"
+            ).strip()
+            if text:
+                first_line = strip_ansi(text).splitlines()[0]
+                _warn(f"{tag}: wrote to stderr: {first_line}", "stderr", (plan.docname, cell.line))
+    if report_lines:
+        path = Path(app.outdir) / "_livecells" / "errors.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as report:
+            report.write("\n".join(report_lines))
+
+
+def _report_entry(plan: SessionPlan, line: int, result: dict[str, Any]) -> str:
+    error = result.get("error") or {}
+    traceback = strip_ansi("\n".join(error.get("traceback", [])))
+    return f"== {plan.source}:{line} [{plan.framework}]\n{traceback}\n"
+
+
+def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
+    state = build_state(app)
+    config = get_config(app)
+    if state.ran or state.cached or state.skipped:
+        logger.info(
+            f"livecells: {state.ran} session(s) run, {state.cached} from the store, "
+            f"{state.skipped} not run, {state.failed} failed to start; "
+            f"{state.seconds:.1f} s executing"
+        )
+    if exception is None and config.raise_on_error and (state.unexpected_errors or state.failed):
+        raise ExtensionError(
+            f"livecells: {state.unexpected_errors} cell error(s) and {state.failed} failed "
+            "session(s) (livecells_raise_on_error = True); see the warnings above"
+        )
+
+
+def on_builder_inited(app: Sphinx) -> None:
+    build_state(app)
+    # The report of errors is per build.
+    report = Path(app.outdir) / "_livecells" / "errors.txt"
+    if report.exists():
+        os.unlink(report)
+
+
+def setup_pipeline(app: Sphinx) -> None:
+    app.connect("builder-inited", on_builder_inited)
+    app.connect("env-get-outdated", on_env_get_outdated)
+    app.connect("env-updated", on_env_updated)
+    app.connect("build-finished", on_build_finished)

@@ -1,0 +1,238 @@
+"""Read and plan stages: each page's cells as plain data, and the keys that decide what runs.
+
+While Sphinx reads (possibly in parallel with ``-j``), :class:`PlanCollector` turns each page's
+``live_cell`` nodes into a :class:`PagePlan` kept in the build environment (``clear_doc`` and
+``merge_other`` keep ``-j`` clean). After reading, each page gives one :class:`SessionPlan` per
+framework it uses, and each session gets a key: a hash of its cells' code in order (with the
+options that change execution) and of the page's ``:depends:`` files. The environment's
+fingerprint (kernelspec, versions) is kept beside the key, not in it, so the device policy can
+tell "the code changed" from "the machine changed".
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.environment import BuildEnvironment
+from sphinx.environment.collectors import EnvironmentCollector
+from sphinx.util import logging
+
+from .config import WARNING_TYPE, get_config
+from .directive import ALL, live_cell, live_settings
+
+logger = logging.getLogger(__name__)
+
+#: Bumped when the way a session is executed changes what it would produce.
+KEY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One cell as the sessions that run it see it."""
+
+    index: int  # position among the page's cells
+    frameworks: tuple[str, ...]  # resolved: never "all"
+    code: str
+    line: int  # the directive's line in the source
+    code_line: int  # the line of the first line of code
+    timeout: float | None = None
+    raises: tuple[str, ...] | None = None
+    stderr: str = "show"
+    is_all: bool = False
+
+    @property
+    def code_sha(self) -> str:
+        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class PageSettings:
+    gpus: int | None = None
+    timeout: float | None = None
+    depends: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PagePlan:
+    """A page's cells in document order, and its settings."""
+
+    docname: str
+    source: str  # path of the page's source file
+    cells: tuple[CellPlan, ...]
+    settings: PageSettings = field(default_factory=PageSettings)
+
+    @property
+    def frameworks(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for cell in self.cells:
+            seen.update(dict.fromkeys(cell.frameworks))
+        return list(seen)
+
+    def session(self, framework: str) -> SessionPlan:
+        return SessionPlan(
+            docname=self.docname,
+            framework=framework,
+            source=self.source,
+            cells=tuple(c for c in self.cells if framework in c.frameworks),
+            settings=self.settings,
+        )
+
+    def sessions(self, order: Iterable[str]) -> list[SessionPlan]:
+        """One session per framework the page uses, in configured order."""
+        used = set(self.frameworks)
+        return [self.session(fw) for fw in order if fw in used]
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What one kernel must run: one page's cells for one framework, in order."""
+
+    docname: str
+    framework: str
+    source: str
+    cells: tuple[CellPlan, ...]
+    settings: PageSettings
+
+    @property
+    def cwd(self) -> str:
+        return os.path.dirname(self.source)
+
+    @property
+    def name(self) -> str:
+        return f"{self.docname} [{self.framework}]"
+
+    def depends_files(self) -> tuple[list[Path], list[str]]:
+        """The files the page depends on, and the patterns that matched nothing."""
+        files: dict[Path, None] = {}
+        unmatched = []
+        for pattern in self.settings.depends:
+            matches = sorted(glob.glob(os.path.join(self.cwd, pattern), recursive=True))
+            matches = [m for m in matches if os.path.isfile(m)]
+            if not matches:
+                unmatched.append(pattern)
+            files.update(dict.fromkeys(Path(m).resolve() for m in matches))
+        return list(files), unmatched
+
+    def code_key(self) -> str:
+        """Hash of what decides this session's results, besides the machine."""
+        digest = hashlib.sha256()
+        header = {"v": KEY_VERSION, "framework": self.framework}
+        digest.update(json.dumps(header, sort_keys=True).encode())
+        for cell in self.cells:
+            digest.update(json.dumps([cell.code, cell.timeout]).encode())
+            digest.update(b"\0")
+        files, _ = self.depends_files()
+        for path in files:
+            digest.update(os.fsencode(os.path.relpath(path, self.cwd)))
+            try:
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            except OSError:
+                digest.update(b"<unreadable>")
+        return digest.hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan | None:
+    config = get_config(app)
+    cells = list(doctree.findall(live_cell))
+    if not cells:
+        return None
+    source = app.env.doc2path(docname)
+    named = [fw for c in cells for fw in c["frameworks"] if fw != ALL]
+    page_frameworks = [fw for fw in config.framework_names() if fw in named]
+    if not page_frameworks:
+        # A page of only `all` cells runs in the book's default (first) framework.
+        page_frameworks = config.framework_names()[:1]
+    plans = []
+    for cell in cells:
+        is_all = ALL in cell["frameworks"]
+        frameworks = tuple(page_frameworks) if is_all else tuple(cell["frameworks"])
+        raises = cell.get("raises")
+        plans.append(
+            CellPlan(
+                index=cell["index"],
+                frameworks=frameworks,
+                code=cell["code"],
+                line=cell.line or 0,
+                code_line=cell.get("code_line", cell.line or 0),
+                timeout=cell.get("timeout"),
+                raises=None if raises is None else tuple(raises),
+                stderr=cell.get("stderr", "show"),
+                is_all=is_all,
+            )
+        )
+    settings_nodes = list(doctree.findall(live_settings))
+    for extra in settings_nodes[1:]:
+        logger.warning(
+            "live-settings appears more than once on the page; only the first is used",
+            location=extra,
+            type=WARNING_TYPE,
+            subtype="config",
+        )
+    settings = PageSettings()
+    if settings_nodes:
+        first = settings_nodes[0]
+        settings = PageSettings(
+            gpus=first.get("gpus"),
+            timeout=first.get("timeout"),
+            depends=tuple(first.get("depends", ())),
+        )
+    return PagePlan(docname=docname, source=str(source), cells=tuple(plans), settings=settings)
+
+
+class PlanCollector(EnvironmentCollector):
+    """Keeps every page's :class:`PagePlan` in ``env.livecells_plans``."""
+
+    def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+        plans(env).pop(docname, None)
+
+    def merge_other(
+        self, app: Sphinx, env: BuildEnvironment, docnames: set[str], other: BuildEnvironment
+    ) -> None:
+        mine, theirs = plans(env), plans(other)
+        for docname in docnames:
+            if docname in theirs:
+                mine[docname] = theirs[docname]
+
+    def process_doc(self, app: Sphinx, doctree: nodes.document) -> None:
+        docname = app.env.docname
+        plan = _page_plan(app, doctree, docname)
+        if plan is not None:
+            plans(app.env)[docname] = plan
+
+
+def plans(env: BuildEnvironment) -> dict[str, PagePlan]:
+    """Every page's plan, kept in (and pickled with) the build environment."""
+    if not hasattr(env, "livecells_plans"):
+        env.livecells_plans = {}  # type: ignore[attr-defined]
+    return env.livecells_plans  # type: ignore[attr-defined,no-any-return]
+
+
+def session_plans(env: BuildEnvironment, order: Iterable[str]) -> list[SessionPlan]:
+    order = list(order)
+    result: list[SessionPlan] = []
+    for docname in sorted(plans(env)):
+        result.extend(plans(env)[docname].sessions(order))
+    return result
+
+
+def plans_by_page(sessions: Iterable[SessionPlan]) -> Mapping[str, list[SessionPlan]]:
+    grouped: dict[str, list[SessionPlan]] = {}
+    for session in sessions:
+        grouped.setdefault(session.docname, []).append(session)
+    return grouped
+
+
+def setup_plan(app: Sphinx) -> None:
+    app.add_env_collector(PlanCollector)

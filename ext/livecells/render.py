@@ -1,0 +1,427 @@
+"""Render stage: a post-transform that puts each cell's best known output into the page.
+
+Until here the doctree is the same for every builder. For each :class:`live_group` this makes a
+sphinx-design tab set (one tab per framework, in configured order, sync group ``framework``, sync
+id = the framework's name) or, for LaTeX, the chosen framework's cells one after another. Each
+cell shows its code, then its output — live from this build, else stored (with its date and
+device), else recorded in the source (marked so) — and a short timing line. Outputs are Jupyter
+mime bundles; each builder gets the representation it can show.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util import logging
+from sphinx.util.osutil import relative_uri
+
+from .config import WARNING_TYPE, LivecellsConfig, app_of, get_config
+from .directive import ALL, live_cell, live_group, live_recorded, live_settings
+from .execute import strip_ansi
+from .pipeline import build_state, store_of
+from .plan import CellPlan
+from .store import StoreProblem
+
+logger = logging.getLogger(__name__)
+
+IMAGE_TYPES = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "image/gif": ".gif"}
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
+
+
+def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
+    if builder_format == "html":
+        first = ["text/html"] if allow_html else []
+        return [*first, "image/svg+xml", "image/png", "image/jpeg", "image/gif", "text/plain"]
+    if builder_format == "latex":
+        return ["image/png", "image/jpeg", "text/plain"]
+    return ["text/plain"]
+
+
+def clean_stream(text: str) -> str:
+    """What a terminal shows: colours removed, carriage returns and backspaces applied."""
+    text = strip_ansi(text)
+    lines = []
+    for line in text.split("\n"):
+        if "\r" in line:
+            parts = line.split("\r")
+            line = next((p for p in reversed(parts) if p), "")
+        while "\b" in line:
+            line = re.sub(r"[^\b]\b", "", line, count=1).lstrip("\b")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@dataclass
+class Shown:
+    """The output one cell shows for one framework, and where it came from."""
+
+    source: str  # "live", "stored", "recorded", "none"
+    result: dict[str, Any] | None = None
+    session: dict[str, Any] | None = None
+
+
+class RenderLiveCells(SphinxPostTransform):
+    """Replace live_group/live_cell nodes with code, outputs and tabs for the current builder."""
+
+    default_priority = 100  # before sphinx-design's tab transform (200)
+
+    def run(self, **kwargs: Any) -> None:
+        for node in list(self.document.findall(live_settings)):
+            node.parent.remove(node)
+        groups = list(self.document.findall(live_group))
+        if not groups:
+            return
+        self.config_ = get_config(_app(self))
+        self.format = _app(self).builder.format
+        self.sessions = self._stored_sessions()
+        self.shown = self._match_results()
+        self.meta_done: set[tuple[int, str]] = set()
+        for group in groups:
+            group.replace_self(self._render_group(group))
+
+    # -- results -------------------------------------------------------------------------------
+
+    def _stored_sessions(self) -> dict[str, dict[str, Any]]:
+        if self.config_.execute == "off":
+            return {}
+        try:
+            return store_of(_app(self)).load(self.env.docname)["sessions"]
+        except StoreProblem:
+            return {}  # reported when the build planned this page
+
+    def _match_results(self) -> dict[tuple[int, str], Shown]:
+        """Each (cell, framework)'s stored result, valid while the cells before it are unchanged."""
+        shown: dict[tuple[int, str], Shown] = {}
+        plan = _page_plan(self.env, self.env.docname)
+        if plan is None:
+            return shown
+        run_id = build_state(_app(self)).run_id
+        for framework in plan.frameworks:
+            session = self.sessions.get(framework)
+            if not session:
+                continue
+            stored_cells = session.get("cells", [])
+            mine = [c for c in plan.cells if framework in c.frameworks]
+            source = "live" if session.get("run_id") == run_id else "stored"
+            for position, cell in enumerate(mine):
+                if position >= len(stored_cells) or stored_cells[position].get("code_sha") != cell.code_sha:
+                    break
+                shown[(cell.index, framework)] = Shown(source, stored_cells[position], session)
+        return shown
+
+    # -- structure -----------------------------------------------------------------------------
+
+    def _frameworks_of(self, cell: live_cell) -> list[str]:
+        plan_cell = self._plan_cell(cell)
+        return list(plan_cell.frameworks) if plan_cell else []
+
+    def _plan_cell(self, cell: live_cell) -> CellPlan | None:
+        plan = _page_plan(self.env, self.env.docname)
+        if plan is None:
+            return None
+        for candidate in plan.cells:
+            if candidate.index == cell["index"]:
+                return candidate
+        return None
+
+    def _render_group(self, group: live_group) -> list[nodes.Node]:
+        order = self.config_.framework_names()
+        cells = [c for c in group.children if isinstance(c, live_cell)]
+        if cells and all(ALL in c["frameworks"] for c in cells):
+            out: list[nodes.Node] = []
+            for cell in cells:
+                out.extend(self._render_all_cell(cell))
+            return out
+        present = [fw for fw in order if any(fw in self._frameworks_of(c) for c in cells)]
+        if self.format == "latex":
+            wanted = [fw for fw in self.config_.latex_frameworks if fw in present]
+            out = []
+            for framework in wanted:
+                if len(wanted) > 1:
+                    out.append(
+                        nodes.rubric("", self.config_.frameworks[framework].label, classes=["livecells-label"])
+                    )
+                for cell in cells:
+                    if framework in self._frameworks_of(cell):
+                        out.extend(self._render_cell(cell, framework))
+            return out
+        tab_set = _component("tab-set", classes=["sd-tab-set", "livecells-tabs"])
+        tab_set.source, tab_set.line = group.source, group.line
+        for framework in present:
+            spec = self.config_.frameworks[framework]
+            content = _component("tab-content", classes=["sd-tab-content"])
+            for cell in cells:
+                if framework in self._frameworks_of(cell):
+                    content.extend(self._render_cell(cell, framework))
+            label = nodes.rubric(spec.label, spec.label, classes=["sd-tab-label"])
+            label["sync_id"] = framework
+            label["sync_group"] = "framework"
+            item = _component("tab-item", classes=["sd-tab-item"], children=[label, content])
+            item.source, item.line = group.source, group.line
+            tab_set += item
+        # Targets (:name:) stay reachable: sphinx-design keeps non-item children of a tab set.
+        return [tab_set]
+
+    def _cell_container(self, cell: live_cell, framework: str | None) -> nodes.container:
+        classes = ["livecells-cell", *cell.get("classes", [])]
+        if framework:
+            classes.append(f"livecells-{framework}")
+        box = nodes.container(classes=classes)
+        box.source, box.line = cell.source, cell.line
+        box["ids"] = list(cell["ids"])
+        cell["ids"] = []
+        if not cell["hide_code"]:
+            code = nodes.literal_block(cell["code"], cell["code"], classes=["livecells-input"])
+            code["language"] = "python"
+            box += code
+        return box
+
+    def _render_cell(self, cell: live_cell, framework: str) -> list[nodes.Node]:
+        box = self._cell_container(cell, framework)
+        if self.format == "latex":
+            # Each framework prints its own copy; the ids belong to the first.
+            cell["ids"] = []
+        shown = self.shown.get((cell["index"], framework), Shown("none"))
+        if not cell["hide_output"]:
+            box.extend(self._outputs(cell, shown, framework))
+        meta = self._meta_line(cell, shown, framework)
+        if meta is not None:
+            box += meta
+        return [box]
+
+    def _render_all_cell(self, cell: live_cell) -> list[nodes.Node]:
+        box = self._cell_container(cell, None)
+        frameworks = self._frameworks_of(cell)
+        if self.format == "latex":
+            frameworks = [fw for fw in frameworks if fw in self.config_.latex_frameworks] or frameworks[:1]
+        shown = {fw: self.shown.get((cell["index"], fw), Shown("none")) for fw in frameworks}
+        signatures = {fw: _signature(s.result) for fw, s in shown.items()}
+        if not cell["hide_output"]:
+            if len(set(signatures.values())) <= 1 or self.format == "latex":
+                first = frameworks[0] if frameworks else ""
+                box.extend(self._outputs(cell, shown.get(first, Shown("none")), first))
+            else:
+                # The frameworks disagree: show each one's output, in synced tabs.
+                tab_set = _component("tab-set", classes=["sd-tab-set", "livecells-tabs"])
+                for framework in frameworks:
+                    spec = self.config_.frameworks[framework]
+                    content = _component(
+                        "tab-content", classes=["sd-tab-content"],
+                        children=self._outputs(cell, shown[framework], framework),
+                    )
+                    label = nodes.rubric(spec.label, spec.label, classes=["sd-tab-label"])
+                    label["sync_id"] = framework
+                    label["sync_group"] = "framework"
+                    tab_set += _component("tab-item", classes=["sd-tab-item"], children=[label, content])
+                box += tab_set
+        for framework in frameworks:
+            meta = self._meta_line(cell, shown[framework], framework, prefix=len(frameworks) > 1)
+            if meta is not None:
+                box += meta
+        return [box]
+
+    # -- outputs -------------------------------------------------------------------------------
+
+    def _outputs(self, cell: live_cell, shown: Shown, framework: str) -> list[nodes.Node]:
+        recorded = [n for n in cell.children if isinstance(n, live_recorded)]
+        if shown.source == "none" or shown.result is None:
+            out: list[nodes.Node] = []
+            for node in recorded:
+                for block in node.children:
+                    copy = block.deepcopy()
+                    copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
+                    out.append(copy)
+            return out
+        result = shown.result
+        out = []
+        for output in result.get("outputs", []):
+            out.extend(self._output_nodes(cell, output))
+        status = result.get("status")
+        if status == "not-run":
+            reason = (result.get("error") or {}).get("evalue", "not run")
+            out.append(_note(f"{reason}", "livecells-not-run"))
+            for node in recorded:
+                for block in node.children:
+                    copy = block.deepcopy()
+                    copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
+                    out.append(copy)
+        elif status in {"timeout", "died"}:
+            error = result.get("error") or {}
+            out.append(_error_block(f"{error.get('ename', 'Error')}: {error.get('evalue', '')}"))
+        return out
+
+    def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
+        kind = output.get("output_type")
+        if kind == "stream":
+            if output.get("name") == "stderr" and cell.get("stderr") == "hide":
+                return []
+            text = clean_stream(output.get("text", ""))
+            if not text.strip("\n"):
+                return []
+            block = _text_block(text.rstrip("\n"), ["livecells-stream", f"livecells-{output.get('name')}"])
+            result: list[nodes.Node] = [block]
+            if output.get("truncated"):
+                result.append(
+                    _note(
+                        f"Output truncated at {self.config_.output_limit:,} characters "
+                        "(livecells_output_limit).",
+                        "livecells-truncated",
+                    )
+                )
+            return result
+        if kind == "error":
+            traceback = strip_ansi("\n".join(output.get("traceback", [])))
+            if not traceback:
+                traceback = f"{output.get('ename')}: {output.get('evalue')}"
+            return [_error_block(traceback)]
+        if kind in {"execute_result", "display_data"}:
+            return self._mime_nodes(output.get("data", {}))
+        return []
+
+    def _mime_nodes(self, data: dict[str, Any]) -> list[nodes.Node]:
+        for mime in _mime_order(self.format, self.config_.allow_html):
+            if mime not in data:
+                continue
+            value = data[mime]
+            if isinstance(value, list):
+                value = "".join(value)
+            if mime == "text/html":
+                return [nodes.raw("", value, format="html", classes=["livecells-output"])]
+            if mime in IMAGE_TYPES:
+                node = self._image(mime, value)
+                if node is not None:
+                    return [node]
+                continue
+            return [_text_block(strip_ansi(str(value)), ["livecells-result"])]
+        return []
+
+    def _image(self, mime: str, value: str) -> nodes.Node | None:
+        raw = value.encode() if mime == "image/svg+xml" else base64.b64decode(value)
+        if len(raw) > MAX_IMAGE_BYTES:
+            return _note(
+                f"An image of {len(raw) / 2**20:.1f} MiB was left out (limit "
+                f"{MAX_IMAGE_BYTES // 2**20} MiB).",
+                "livecells-refused",
+            )
+        name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{IMAGE_TYPES[mime]}"
+        builder = _app(self).builder
+        if self.format == "latex":
+            target = Path(builder.outdir) / name
+            uri = name
+        else:
+            imagedir = getattr(builder, "imagedir", "_images")
+            target = Path(builder.outdir) / imagedir / name
+            try:
+                base = builder.get_target_uri(self.env.docname)
+            except Exception:
+                base = self.env.docname
+            uri = relative_uri(base, f"{imagedir}/{name}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.write_bytes(raw)
+        image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
+        return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
+
+    # -- the timing and provenance line -----------------------------------------------------------
+
+    def _meta_line(
+        self, cell: live_cell, shown: Shown, framework: str, prefix: bool = False
+    ) -> nodes.Node | None:
+        spec = self.config_.frameworks[framework]
+        if shown.source == "none":
+            recorded = any(isinstance(n, live_recorded) for n in cell.children)
+            if not recorded or cell["hide_output"]:
+                return None
+            return _note("recorded output, from the page's source (not run in this build)", "livecells-meta")
+        session = shown.session or {}
+        result = shown.result or {}
+        provenance = session.get("provenance", {})
+        parts = []
+        if prefix:
+            parts.append(spec.label)
+        if result.get("time") is not None and not cell["no_timing"]:
+            parts.append(_seconds(result["time"]))
+        key = (id(cell.parent), framework)
+        if key not in self.meta_done or shown.source == "stored":
+            self.meta_done.add(key)
+            if provenance.get("device"):
+                parts.append(provenance["device"])
+            version = provenance.get("framework_version")
+            if version:
+                parts.append(f"{spec.version_module} {version}")
+        if shown.source == "stored":
+            when = provenance.get("date", "").replace("T", " ").replace("+00:00", " UTC")
+            host = provenance.get("host", "")
+            parts.append(f"stored result from {when}" + (f" on {host}" if host else ""))
+        if not parts:
+            return None
+        classes = ["livecells-meta", f"livecells-{shown.source}"]
+        return _note(" · ".join(parts), *classes)
+
+
+def _app(transform: SphinxPostTransform) -> Sphinx:
+    return app_of(transform.env)
+
+
+def _page_plan(env: Any, docname: str) -> Any:
+    from .plan import plans
+
+    return plans(env).get(docname)
+
+
+def _seconds(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f} s"
+    if value >= 1:
+        return f"{value:.2f} s"
+    return f"{value:.4f} s"
+
+
+def _signature(result: dict[str, Any] | None) -> str:
+    if not result:
+        return ""
+    kept = [
+        {k: v for k, v in o.items() if k not in {"execution_count", "metadata"}}
+        for o in result.get("outputs", [])
+    ]
+    return repr(kept)
+
+
+def _component(name: str, classes: Sequence[str] = (), children: Sequence[nodes.Node] = ()) -> nodes.container:
+    node = nodes.container("", is_div=True, design_component=name, classes=list(classes))
+    node.extend(children)
+    return node
+
+
+def _text_block(text: str, classes: Sequence[str]) -> nodes.literal_block:
+    block = nodes.literal_block(text, text, classes=["output", "livecells-output", *classes])
+    block["language"] = "none"
+    return block
+
+
+def _error_block(text: str) -> nodes.literal_block:
+    block = nodes.literal_block(text, text, classes=["output", "livecells-output", "livecells-error"])
+    block["language"] = "none"
+    return block
+
+
+def _note(text: str, *classes: str) -> nodes.paragraph:
+    return nodes.paragraph(text, text, classes=list(classes))
+
+
+def _visit_skip(self: Any, node: nodes.Node) -> None:
+    raise nodes.SkipNode
+
+
+def setup_render(app: Sphinx) -> None:
+    app.add_post_transform(RenderLiveCells)
+    app.add_css_file("livecells.css")

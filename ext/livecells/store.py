@@ -1,0 +1,150 @@
+"""Store stage: executed results kept per page, as plain JSON, fit to commit.
+
+One file per page (``<store>/<docname>.json``) holds, per framework session, the session's keys,
+each cell's outputs as Jupyter mime bundles, its timing, and where/when/on what it ran. Files are
+written atomically (a temporary file renamed over the old one) under a per-page lock, and each
+write merges into what is on disk, so two builds sharing one store lose nothing. A damaged file,
+or one from a newer format, is reported and never misread. Nothing here knows Sphinx.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+SUFFIX = ".json"
+
+
+class StoreProblem(Exception):
+    """A store file that cannot be used; the message says which and why."""
+
+
+class OutputStore:
+    """The folder of stored results."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def path(self, docname: str) -> Path:
+        return self.root / f"{docname}{SUFFIX}"
+
+    def _lock_path(self, docname: str) -> Path:
+        return self.root / ".locks" / (docname.replace("/", "%") + ".lock")
+
+    @contextlib.contextmanager
+    def _locked(self, docname: str) -> Iterator[None]:
+        lock_path = self._lock_path(docname)
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def load(self, docname: str) -> dict[str, Any]:
+        """The page's record (``{"format", "page", "sessions"}``); empty if there is none.
+
+        Raises :class:`StoreProblem` for a file that is damaged or from a newer format.
+        """
+        path = self.path(docname)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return _empty(docname)
+        except OSError as err:
+            raise StoreProblem(f"{path}: cannot be read ({err})") from None
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise StoreProblem(f"{path}: damaged ({err}); its results will be recomputed") from None
+        if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
+            raise StoreProblem(f"{path}: not a livecells store file; its results will be recomputed")
+        version = data.get("format")
+        if not isinstance(version, int) or version > FORMAT:
+            raise StoreProblem(
+                f"{path}: written in store format {version!r}, newer than this livecells "
+                f"understands ({FORMAT}); it is left alone and its results are not used"
+            )
+        return data
+
+    def session(self, docname: str, framework: str) -> dict[str, Any] | None:
+        return self.load(docname)["sessions"].get(framework)
+
+    def save_session(self, docname: str, framework: str, record: dict[str, Any]) -> None:
+        """Write one session's record into the page's file, keeping the other sessions."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._locked(docname):
+            try:
+                data = self.load(docname)
+            except StoreProblem as problem:
+                if _is_newer(self.path(docname)):
+                    raise
+                data = _empty(docname)  # a damaged file is replaced
+                del problem
+            data["sessions"][framework] = record
+            self._write(docname, data)
+
+    def remove(self, docname: str, frameworks: list[str] | None = None) -> bool:
+        """Drop a page's results (or some frameworks'); True if anything was removed."""
+        path = self.path(docname)
+        if not path.exists():
+            return False
+        with self._locked(docname):
+            if frameworks is None:
+                path.unlink(missing_ok=True)
+                return True
+            data = self.load(docname)
+            removed = [fw for fw in frameworks if data["sessions"].pop(fw, None) is not None]
+            if data["sessions"]:
+                self._write(docname, data)
+            else:
+                path.unlink(missing_ok=True)
+            return bool(removed)
+
+    def pages(self) -> list[str]:
+        """Every page that has a file in the store."""
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            p.relative_to(self.root).as_posix()[: -len(SUFFIX)]
+            for p in self.root.rglob(f"*{SUFFIX}")
+            if not any(part.startswith(".") for part in p.relative_to(self.root).parts)
+        )
+
+    def _write(self, docname: str, data: dict[str, Any]) -> None:
+        path = self.path(docname)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data["format"] = FORMAT
+        data["page"] = docname
+        text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def _empty(docname: str) -> dict[str, Any]:
+    return {"format": FORMAT, "page": docname, "sessions": {}}
+
+
+def _is_newer(path: Path) -> bool:
+    try:
+        version = json.loads(path.read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(version, int) and version > FORMAT

@@ -1,0 +1,2 @@
+extensions = ["livecells"]
+livecells_timeout = 120
