@@ -128,6 +128,8 @@ def _positive_number(value: Any) -> float:
 def _jobs(value: Any) -> int | str:
     if value == "auto":
         return value
+    if isinstance(value, str) and value.isdigit():  # from -D livecells_jobs=2
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError("must be 'auto' or a positive integer")
     return value
@@ -172,7 +174,7 @@ class LivecellsConfig:
         metadata=_meta("auto | gpu | cpu", _choice(*DEVICE_MODES), rebuild=""),
     )
     timeout: float = field(
-        default=600.0, metadata=_meta("seconds per cell", _positive_number, rebuild="")
+        default=600, metadata=_meta("seconds per cell", _positive_number, rebuild="")
     )
     jobs: int | str = field(
         default="auto", metadata=_meta("sessions at once ('auto' or N)", _jobs, rebuild="")
@@ -228,8 +230,14 @@ def _raw_default(name: str) -> Any:
 def setup_config(app: Sphinx) -> None:
     """Register every field as a ``livecells_<name>`` config value."""
     for name, f in CONFIG_FIELDS.items():
+        default = _raw_default(name)
+        types = {"timeout": (int, float), "jobs": (str, int)}.get(name, (type(default),))
         app.add_config_value(
-            f"livecells_{name}", _raw_default(name), f.metadata["rebuild"], description=f.metadata["help"]
+            f"livecells_{name}",
+            default,
+            f.metadata["rebuild"],
+            types=types,
+            description=f.metadata["help"],
         )
     app.connect("config-inited", _validate_on_init, priority=400)
 

@@ -157,7 +157,11 @@ def session_record(
         cells.append(data)
     gpu_used = bool(probe.get("gpu_used")) and bool(lease.gpus)
     device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
-    statuses = {c["status"] for c in cells}
+    statuses = {
+        c["status"]
+        for cell, c in zip(plan.cells, cells)
+        if not (c["status"] == "error" and cell.expects((c.get("error") or {}).get("ename", "")))
+    }
     if message:
         status = "failed"
     elif statuses & {"died", "timeout"}:

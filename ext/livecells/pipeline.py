@@ -14,7 +14,6 @@ import hashlib
 import os
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,13 +256,6 @@ def _execute(
     state.seconds += time.perf_counter() - started
 
 
-def _expected(cell_raises: Iterable[str] | None, ename: str) -> bool:
-    if cell_raises is None:
-        return False
-    names = list(cell_raises)
-    return not names or ename in names or ename.split(".")[-1] in names
-
-
 def report_session(
     app: Sphinx, config: LivecellsConfig, state: BuildState, plan: SessionPlan, record: dict[str, Any]
 ) -> None:
@@ -286,7 +278,7 @@ def report_session(
         where = (plan.docname, line)
         tag = f"live-cell [{plan.framework}]"
         if status == "error":
-            if _expected(cell.raises, ename):
+            if cell.expects(ename):
                 continue
             state.unexpected_errors += 1
             _warn(f"{tag}: {ename}: {evalue}", "error", where)

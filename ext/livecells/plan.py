@@ -49,6 +49,12 @@ class CellPlan:
     stderr: str = "show"
     is_all: bool = False
 
+    def expects(self, ename: str) -> bool:
+        """Whether ``:raises:`` makes an error named ``ename`` expected (bare ``:raises:``: any)."""
+        if self.raises is None:
+            return False
+        return not self.raises or ename in self.raises or ename.rsplit(".", 1)[-1] in self.raises
+
     @property
     def code_sha(self) -> str:
         return hashlib.sha256(self.code.encode()).hexdigest()[:16]
