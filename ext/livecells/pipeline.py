@@ -26,7 +26,7 @@ from sphinx.util import logging
 from .config import WARNING_TYPE, LivecellsConfig, get_config
 from .devices import GPU, detect_gpus
 from .environment import Fingerprint, fingerprint
-from .execute import LocalScheduler, SessionJob, error_line, run_async, strip_ansi
+from .execute import LocalScheduler, Scheduler, SessionJob, error_line, run_async, strip_ansi
 from .plan import SessionPlan, plans, session_plans
 from .store import OutputStore, StoreProblem
 
@@ -217,6 +217,16 @@ def _decide(
     )
 
 
+def make_scheduler(config: LivecellsConfig, gpus: list[GPU]) -> Scheduler:
+    """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
+    if config.executor != "local":
+        from .dask_executor import DaskScheduler
+
+        return DaskScheduler(config.executor, jobs=config.jobs)
+    jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
+    return LocalScheduler(gpus, jobs_at_once)
+
+
 def _execute(
     app: Sphinx,
     config: LivecellsConfig,
@@ -225,8 +235,7 @@ def _execute(
     jobs: list[SessionJob],
     changed_pages: set[str],
 ) -> None:
-    jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(state.gpus))
-    scheduler = LocalScheduler(state.gpus, jobs_at_once)
+    scheduler = make_scheduler(config, state.gpus)
     total = len(jobs)
     started = time.perf_counter()
     done = 0

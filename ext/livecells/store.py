@@ -41,7 +41,10 @@ class OutputStore:
     @contextlib.contextmanager
     def _locked(self, docname: str) -> Iterator[None]:
         lock_path = self._lock_path(docname)
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        if not lock_path.parent.is_dir():
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            # The store is committed; its lock files are not.
+            (lock_path.parent / ".gitignore").write_text("*\n")
         with open(lock_path, "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:

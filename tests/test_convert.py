@@ -1,0 +1,387 @@
+"""Tests for ``python -m livecells convert`` (``livecells.convert``).
+
+Fixtures in ``tests/data/convert/``:
+
+- ``async-computation.d2lbook.rst``: a tabbed chapter in the shape d2lbook 1.0 emits
+  (``d2lbook build rst --tab all``: nbconvert's RST, ``rst.py::_process_rst``, the
+  ``notebook.py::add_html_tab`` HTML), with pytorch and mxnet panels, outputs, a cell with two
+  outputs, a ``#@tab all`` cell, a label, a figure, math, a ``.. code:: bash`` block and the
+  per-framework "Discussions" text tabs every d2l chapter ends with.
+- ``async-computation.ja.d2lbook.rst``: the d2l-ja chapter of ``shared/seed``, re-indented and
+  given back its tab HTML as d2lbook writes it.
+- ``untabbed.d2lbook.rst``: a chapter without tabs (d2lbook then writes no tab HTML at all).
+- ``*.expected.rst``: the converted chapters, reviewed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from livecells.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
+
+DATA = Path(__file__).parent / "data" / "convert"
+TABBED = DATA / "async-computation.d2lbook.rst"
+JA = DATA / "async-computation.ja.d2lbook.rst"
+UNTABBED = DATA / "untabbed.d2lbook.rst"
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def cell_frameworks(text: str) -> list[str]:
+    return re.findall(r"^\.\. live-cell:: (.+)$", text, flags=re.M)
+
+
+def blocks_of(text: str, head: str, option: str = "") -> list[str]:
+    """Bodies (dedented) of top-level blocks whose first line starts with ``head``."""
+    lines = text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if not line.startswith(head) or (option and lines[i + 1].strip() != option):
+            continue
+        j = i + 1
+        while j < len(lines) and (not lines[j].strip() or lines[j].startswith(" ")):
+            j += 1
+        body = [x for x in lines[i + 1 : j] if x.strip() != option or not option]
+        while body and not body[-1].strip():
+            body.pop()
+        while body and not body[0].strip():
+            body.pop(0)
+        indent = min(len(x) - len(x.lstrip()) for x in body if x.strip())
+        found.append("\n".join(x[indent:] for x in body))
+    return found
+
+
+@pytest.fixture(scope="module")
+def tabbed() -> ConvertResult:
+    return convert_text(read(TABBED), source="async.rst")
+
+
+# -- the tabbed chapter -------------------------------------------------------------------------
+
+
+def test_tabbed_chapter_matches_reviewed_output(tabbed: ConvertResult) -> None:
+    assert tabbed.text == read(DATA / "async-computation.expected.rst")
+    assert tabbed.warnings == []
+
+
+def test_one_live_cell_per_code_cell_with_its_panel_framework(tabbed: ConvertResult) -> None:
+    source = read(TABBED)
+    assert tabbed.cells == source.count("\n.. code:: python\n") == 7
+    assert cell_frameworks(tabbed.text) == [
+        "pytorch", "mxnet",  # imports
+        "pytorch", "mxnet",  # benchmark
+        "all",  # the untabbed (#@tab all) helper
+        "pytorch", "mxnet",  # cells with two outputs each
+    ]
+    assert "\n.. code:: python" not in tabbed.text
+
+
+def test_cell_code_kept_with_relative_indentation(tabbed: ConvertResult) -> None:
+    source_cells = blocks_of(read(TABBED), ".. code:: python")
+    assert blocks_of(tabbed.text, ".. live-cell:: ") == source_cells
+    assert "   with d2l.Benchmark('numpy'):\n       for _ in range(10):\n           a = numpy" in (
+        tabbed.text
+    )
+
+
+def test_no_d2lbook_markup_left(tabbed: ConvertResult) -> None:
+    for marker in ("mdl-tabs", "tagClick", "diilbookstyle", ".. raw:: html", ".. raw:: latex"):
+        assert marker not in tabbed.text
+
+
+def test_recorded_outputs_kept_byte_for_byte(tabbed: ConvertResult) -> None:
+    before = blocks_of(read(TABBED), ".. parsed-literal::", ":class: output")
+    after = blocks_of(tabbed.text, ".. parsed-literal::", ":class: output")
+    assert len(before) == 6
+    assert after == before
+    # Exact form, right after its cell, trailing spaces and inner blank lines included.
+    assert (
+        "   x * 2 + 1\n\n.. parsed-literal::\n   :class: output\n\n   ndarray (2, 2)\n"
+        "     indented\n\n   after a blank line  \n\n.. parsed-literal::\n   :class: output\n\n"
+        "   array([[3., 3.],\n          [3., 3.]])\n"
+    ) in tabbed.text
+
+
+def test_adjacent_cells_of_a_tab_group_stay_adjacent(tabbed: ConvertResult) -> None:
+    pytorch_then_mxnet = (
+        "   from torch import nn\n\n.. live-cell:: mxnet\n\n   from d2l import mxnet as d2l\n"
+    )
+    assert pytorch_then_mxnet in tabbed.text
+    assert "   torch: 0.0019 sec\n\n.. live-cell:: mxnet\n" in tabbed.text
+
+
+def test_prose_labels_and_other_directives_untouched(tabbed: ConvertResult) -> None:
+    source = read(TABBED)
+    kept = [
+        ".. _sec_async:\n\nAsynchronous Computation\n========================\n\n\nToday's",
+        "devices. See :numref:`fig_asyncgraph` and :eq:`eq_speedup`.\n",
+        "Asynchrony via Backend\n----------------------\n\nFor a warmup",
+        ".. _fig_asyncgraph:\n\n.. figure:: ../img/asyncgraph.svg\n\n"
+        "   The backend tracks dependencies between various steps in the\n"
+        "   computational graph.\n",
+        ".. math:: S = \\frac{1}{(1 - p) + p / n}.\n   :label: eq_speedup\n",
+        ".. code:: bash\n\n   nvidia-smi -l 1\n",
+        "Summary\n-------\n\n-  Deep learning frameworks may decouple the Python frontend from an\n"
+        "   execution backend.\n-  Excessive synchronization hurts performance.\n",
+    ]
+    for chunk in kept:
+        assert chunk in source
+        assert chunk in tabbed.text
+
+
+def test_text_tabs_become_a_tab_set_synced_with_the_cells(tabbed: ConvertResult) -> None:
+    assert tabbed.text.endswith(
+        ".. tab-set::\n   :sync-group: framework\n\n"
+        "   .. tab-item:: PyTorch\n      :sync: pytorch\n\n"
+        "      `Discussions <https://discuss.d2l.ai/t/2564>`__\n\n"
+        "   .. tab-item:: MXNet\n      :sync: mxnet\n\n"
+        "      `Discussions <https://discuss.d2l.ai/t/361>`__\n"
+    )
+
+
+@pytest.mark.parametrize("path", [TABBED, JA, UNTABBED], ids=lambda p: p.name)
+def test_idempotent(path: Path) -> None:
+    once = convert_text(read(path))
+    twice = convert_text(once.text)
+    assert twice.text == once.text
+    assert twice.warnings == []
+    assert twice.cells == 0  # existing live-cells are left alone
+
+
+# -- the d2l-ja seed chapter and a chapter without tabs ----------------------------------------
+
+
+def test_seed_chapter_converts_to_reviewed_output() -> None:
+    result = convert_text(read(JA))
+    assert result.text == read(DATA / "async-computation.ja.expected.rst")
+    assert result.cells == 8
+    assert result.warnings == []
+    assert cell_frameworks(result.text) == ["pytorch", "mxnet"] * 4
+    assert blocks_of(result.text, ".. parsed-literal::", ":class: output") == blocks_of(
+        read(JA), ".. parsed-literal::", ":class: output"
+    )
+    # Every prose line of the seed survives unchanged.
+    seed_prose = read(JA).split("\n\n\n.. raw:: html")[0]
+    assert result.text.startswith(seed_prose + "\n\n.. live-cell:: pytorch\n")
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "mxnet"])
+def test_untabbed_chapter_uses_the_default_framework(framework: str) -> None:
+    result = convert_text(read(UNTABBED), default_framework=framework)
+    assert cell_frameworks(result.text) == [framework, framework]
+    assert result.text.endswith(
+        "   x\n\n.. parsed-literal::\n   :class: output\n\n"
+        "   array([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11.])\n"
+    )
+    assert "We begin by importing the library.\n\n.. live-cell::" in result.text
+
+
+def test_untabbed_cell_in_a_tabbed_chapter_runs_in_every_framework(tabbed: ConvertResult) -> None:
+    assert "A helper that every framework uses:\n\n.. live-cell:: all\n\n   def show(x):" in (
+        tabbed.text
+    )
+
+
+# -- unknown shapes -----------------------------------------------------------------------------
+
+BAR = (
+    ".. raw:: html\n\n"
+    '    <div class="mdl-tabs mdl-js-tabs mdl-js-ripple-effect"><div class="mdl-tabs__tab-bar code">'
+    '<a href="#pytorch-1-0" onclick="tagClick(\'pytorch\'); return false;" '
+    'class="mdl-tabs__tab is-active">pytorch</a>'
+    '<a href="#mxnet-1-1" onclick="tagClick(\'mxnet\'); return false;" '
+    'class="mdl-tabs__tab ">mxnet</a></div>\n\n'
+)
+CLOSE = ".. raw:: html\n\n    </div>\n\n"
+
+
+def panel(name: str, k: int, body: str) -> str:
+    opener = f'.. raw:: html\n\n    <div class="mdl-tabs__panel " id="{name}-1-{k}">\n\n'
+    return opener + body + CLOSE
+
+
+CELL = ".. raw:: latex\n\n   \\diilbookstyleinputcell\n\n.. code:: python\n\n    x = 1\n\n"
+
+
+def warned_lines(result: ConvertResult, source: str = "t.rst") -> list[int]:
+    lines = []
+    for warning in result.warnings:
+        match = re.match(rf"{re.escape(source)}:(\d+): WARNING: ", warning)
+        assert match, warning
+        lines.append(int(match[1]))
+    return lines
+
+
+def line_of(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+def test_unparsable_tab_html_is_kept_and_warned() -> None:
+    text = "Intro.\n\n.. raw:: html\n\n    <div class=\"mdl-tabs__panel\" data-x>\n\n" + CELL
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [3]
+    assert "tab HTML not understood" in result.warnings[0]
+    assert '.. raw:: html\n\n    <div class="mdl-tabs__panel" data-x>\n' in result.text
+
+
+def test_unclosed_tab_group_is_kept_verbatim() -> None:
+    group = BAR + panel("pytorch", 0, CELL) + '.. raw:: html\n\n    <div class="mdl-tabs__panel " id="mxnet-1-1">\n\n' + CELL
+    text = "Intro.\n\n" + group
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [3]
+    assert "never closed" in result.warnings[0]
+    assert result.text == text
+    assert result.cells == 0
+
+
+def test_group_missing_its_closing_div_is_kept_verbatim() -> None:
+    group = BAR + panel("pytorch", 0, CELL) + panel("mxnet", 1, CELL)
+    text = group + "Next paragraph.\n"
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [1]
+    assert f"line {line_of(text, 'Next paragraph.')}" in result.warnings[0]
+    assert result.text == text
+
+
+def test_output_without_a_cell_is_kept_and_warned() -> None:
+    text = "Some prose.\n\n.. parsed-literal::\n    :class: output\n\n    42\n"
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [3]
+    assert result.text == text
+
+
+def test_markdown_python_block_is_static_code() -> None:
+    text = "Not a cell:\n\n.. code:: python\n\n   import this\n"
+    result = convert_text(text, source="t.rst")
+    assert result.cells == 0
+    assert warned_lines(result) == [3]
+    assert result.text == text
+
+
+def test_rich_output_is_kept_after_its_cell_with_a_warning() -> None:
+    text = CELL + "\n\n.. figure:: output_plot_3_0.svg\n\n\nAfter.\n"
+    result = convert_text(text, source="t.rst")
+    assert result.text == (
+        ".. live-cell:: pytorch\n\n   x = 1\n\n.. figure:: output_plot_3_0.svg\n\n\nAfter.\n"
+    )
+    assert warned_lines(result) == [line_of(text, ".. figure::")]
+
+
+def test_stray_closing_div_is_kept_and_warned() -> None:
+    text = "Text.\n\n" + CLOSE + "More.\n"
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [3]
+    assert "</div> outside a tab group" in result.warnings[0]
+    assert result.text == text
+
+
+def test_panels_interleaving_prose_and_cells_are_kept_verbatim() -> None:
+    body = "In PyTorch:\n\n" + CELL + "And then:\n\n"
+    text = BAR + panel("pytorch", 0, body) + panel("mxnet", 1, CELL) + CLOSE
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [1]
+    assert "interleave" in result.warnings[0]
+    assert result.text == text
+
+
+def test_prose_before_cells_in_panels_becomes_tab_set_then_cells() -> None:
+    text = BAR + panel("pytorch", 0, "Torch prose.\n\n" + CELL) + panel("mxnet", 1, CELL) + CLOSE
+    result = convert_text(text)
+    assert result.warnings == []
+    assert result.text == (
+        ".. tab-set::\n   :sync-group: framework\n\n"
+        "   .. tab-item:: PyTorch\n      :sync: pytorch\n\n      Torch prose.\n\n"
+        ".. live-cell:: pytorch\n\n   x = 1\n\n.. live-cell:: mxnet\n\n   x = 1\n"
+    )
+
+
+def test_converted_text_is_stable_even_with_warnings() -> None:
+    text = "Text.\n\n" + CLOSE + ".. code:: python\n\n   static\n\n" + CELL
+    once = convert_text(text)
+    assert convert_text(once.text).text == once.text
+
+
+def test_empty_input() -> None:
+    assert convert_text("") == ConvertResult("", 0, [])
+
+
+# -- directory mode and the command line --------------------------------------------------------
+
+
+def make_book(root: Path) -> None:
+    (root / "chapter_perf").mkdir(parents=True)
+    (root / "img").mkdir()
+    (root / "chapter_perf" / "async.rst").write_text(read(TABBED), encoding="utf-8")
+    (root / "index.rst").write_text(read(UNTABBED), encoding="utf-8")
+    (root / "img" / "asyncgraph.svg").write_bytes(b"<svg/>\x00\xff")
+    (root / "conf.py").write_text("project = 'd2l'\n", encoding="utf-8")
+
+
+def test_convert_tree(tmp_path: Path) -> None:
+    src, out = tmp_path / "rst_all", tmp_path / "out"
+    make_book(src)
+    results = convert_tree(src, out, default_framework="mxnet")
+    assert set(results) == {Path("chapter_perf/async.rst"), Path("index.rst")}
+    assert read(out / "chapter_perf" / "async.rst") == read(DATA / "async-computation.expected.rst")
+    assert cell_frameworks(read(out / "index.rst")) == ["mxnet", "mxnet"]
+    assert (out / "img" / "asyncgraph.svg").read_bytes() == b"<svg/>\x00\xff"
+    assert read(out / "conf.py") == "project = 'd2l'\n"
+    assert read(src / "index.rst") == read(UNTABBED)  # the source is not touched
+
+
+def test_convert_tree_into_itself_and_below_itself(tmp_path: Path) -> None:
+    make_book(tmp_path)
+    convert_tree(tmp_path, tmp_path / "converted")
+    assert not (tmp_path / "converted" / "converted").exists()
+    results = convert_tree(tmp_path, tmp_path)
+    assert read(tmp_path / "chapter_perf" / "async.rst") == read(
+        DATA / "async-computation.expected.rst"
+    )
+    assert results[Path("converted/index.rst")].cells == 0
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="livecells")
+    add_subcommand(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["convert", *argv])
+
+
+def test_cli_file_to_stdout_with_warnings_on_stderr(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "ch.rst"
+    stray = "\nProse.\n\n.. parsed-literal::\n    :class: output\n\n    stray\n"
+    path.write_text(read(UNTABBED) + stray, encoding="utf-8")
+    args = parse(str(path), "--default-framework", "mxnet")
+    assert args.func is run
+    assert args.func(args) == 0
+    captured = capsys.readouterr()
+    assert cell_frameworks(captured.out) == ["mxnet", "mxnet"]
+    assert re.fullmatch(rf"{re.escape(str(path))}:\d+: WARNING: .*\n", captured.err)
+
+
+def test_cli_file_and_directory_to_output(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ch.out.rst"
+    assert run(parse(str(TABBED), "-o", str(out))) == 0
+    assert read(out) == read(DATA / "async-computation.expected.rst")
+    make_book(tmp_path / "book")
+    assert run(parse(str(tmp_path / "book"), "--output", str(tmp_path / "html_src"))) == 0
+    assert (tmp_path / "html_src" / "chapter_perf" / "async.rst").exists()
+    assert capsys.readouterr().out == ""
+
+
+def test_cli_errors(tmp_path: Path, capsys) -> None:
+    assert run(parse(str(tmp_path / "missing.rst"))) == 2
+    assert run(parse(str(tmp_path))) == 2  # a directory needs -o
+    bad = tmp_path / "latin1.rst"
+    bad.write_bytes("caf\xe9\n".encode("latin-1"))
+    assert run(parse(str(bad))) == 2
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "bad.rst").write_bytes(b"\xff\xfe\xfa")
+    assert run(parse(str(book), "-o", str(tmp_path / "out"))) == 2
+    assert capsys.readouterr().err.count("livecells convert:") == 4
