@@ -1,0 +1,259 @@
+"""The store: results kept per page, re-run only what changed, published without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from sphinx.testing.util import SphinxTestApp
+
+from conftest import kernel_processes
+from helpers import cell_with, meta, outputs, soup
+from livecells.store import FORMAT, OutputStore, StoreProblem
+
+
+def build(src: Path, *, fresh: bool = False, **overrides):
+    """Build ``src``; return the app's livecells state, the warnings and the index page."""
+    warnings = StringIO()
+    app = SphinxTestApp(
+        "html",
+        srcdir=src,
+        freshenv=fresh,
+        confoverrides={f"livecells_{k}": v for k, v in overrides.items()},
+        warning=warnings,
+    )
+    try:
+        app.build()
+    finally:
+        app.cleanup()
+    return app.livecells_state, warnings.getvalue(), app
+
+
+@pytest.fixture
+def site(tmp_path, rootdir):
+    src = tmp_path / "site"
+    shutil.copytree(rootdir / "test-store", src)
+    return src
+
+
+def page(app, name="index"):
+    return soup(app.outdir / f"{name}.html")
+
+
+def stored(src: Path, docname: str) -> dict:
+    return json.loads((src / "_livecells" / f"{docname}.json").read_text())
+
+
+def test_rebuilds_run_only_what_changed(site, no_kernel_left):
+    state, _, app = build(site)
+    assert (state.ran, state.cached) == (4, 0)
+    assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
+
+    # -E re-reads every page but runs nothing: every key is in the store.
+    state, _, app = build(site, fresh=True)
+    assert (state.ran, state.cached) == (0, 4)
+    text = outputs(cell_with(page(app), "alpha reads"))
+    assert "alpha reads first version" in text and "RECORDED-ALPHA" not in text
+
+    # Prose-only edit: the page is re-read, nothing runs.
+    index = site / "index.rst"
+    index.write_text(index.read_text().replace("Store\n=====", "Store\n=====\n\nSome prose."))
+    state, _, _ = build(site)
+    assert state.ran == 0
+
+    # Editing one cell re-runs that page's session for that framework only.
+    other = site / "other.rst"
+    other.write_text(other.read_text().replace('print("other beta")', 'print("other beta, edited")'))
+    before = stored(site, "other")["sessions"]["alpha"]["run_id"]
+    state, _, app = build(site)
+    assert state.ran == 1
+    sessions = stored(site, "other")["sessions"]
+    assert sessions["alpha"]["run_id"] == before
+    assert sessions["beta"]["run_id"] != before
+    assert "other beta, edited" in outputs(cell_with(page(app, "other"), "other beta"))
+
+    # Changing a :depends: file re-reads and re-runs that page, though its source is unchanged.
+    (site / "data" / "input.txt").write_text("second version\n")
+    state, _, app = build(site)
+    assert state.ran == 2  # index's two sessions share the page's :depends:
+    assert "alpha reads second version" in outputs(cell_with(page(app), "alpha reads"))
+
+
+def test_gpu_required_on_a_cpu_machine_shows_stored_results(site, tmp_path, no_kernel_left):
+    build(site)
+    published = tmp_path / "published"
+    shutil.copytree(site, published, ignore=shutil.ignore_patterns("_build"))
+    state, warnings, app = build(published, device="gpu")
+    assert state.ran == 0
+    cell = cell_with(page(app), "alpha reads")
+    assert "alpha reads first version" in outputs(cell)
+    line = " ".join(meta(cell))
+    assert "stored result from" in line
+    assert "livecells" not in warnings
+
+
+def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(site, no_kernel_left):
+    build(site)
+    path = site / "_livecells" / "index.json"
+    data = json.loads(path.read_text())
+    for session in data["sessions"].values():
+        session["provenance"].update(devices_leased=1, device="NVIDIA H200", device_kind="gpu")
+        session["environment"] = "a-gpu-machine-with-other-versions"
+    path.write_text(json.dumps(data))
+    # A library upgrade re-runs a CPU result...
+    other = site / "_livecells" / "other.json"
+    data = json.loads(other.read_text())
+    data["sessions"]["alpha"]["environment"] = "an-older-torch"
+    other.write_text(json.dumps(data))
+    state, _, app = build(site, fresh=True)
+    assert state.ran == 1
+    # ...but never replaces a GPU result by a CPU run while the code is the same.
+    assert stored(site, "index")["sessions"]["alpha"]["provenance"]["device"] == "NVIDIA H200"
+    cell = cell_with(page(app), "alpha reads")
+    assert "NVIDIA H200" in " ".join(meta(cell))
+    assert "stored result from" in " ".join(meta(cell))
+
+
+def test_execute_off_shows_recorded_outputs(site, no_kernel_left):
+    state, _, app = build(site, execute="off")
+    assert state.ran == 0
+    cell = cell_with(page(app), "alpha reads")
+    assert "RECORDED-ALPHA" in outputs(cell)
+    assert any("recorded output" in line for line in meta(cell))
+    assert not (site / "_livecells").exists()
+
+
+def test_cache_mode_never_runs(site, no_kernel_left):
+    state, _, app = build(site, execute="cache")
+    assert state.ran == 0
+    assert "RECORDED-BETA" in outputs(cell_with(page(app), "beta says"))
+    build(site)
+    state, _, app = build(site, execute="cache", fresh=True)
+    assert state.ran == 0
+    assert "beta says 42" in outputs(cell_with(page(app), "beta says"))
+
+
+def test_force_runs_everything(site, no_kernel_left):
+    build(site)
+    state, _, _ = build(site, execute="force", fresh=True)
+    assert state.ran == 4
+
+
+def test_a_damaged_store_file_is_reported_once_and_recomputed(site, no_kernel_left):
+    build(site)
+    path = site / "_livecells" / "index.json"
+    path.write_text(path.read_text()[: len(path.read_text()) // 2])
+    state, warnings, app = build(site, fresh=True)
+    assert warnings.count("[livecells.store]") == 1
+    assert "): damaged (" in warnings or ".json: damaged" in warnings
+    assert state.ran == 2
+    assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
+    json.loads(path.read_text())
+
+
+def test_a_newer_store_format_is_not_misread_nor_overwritten(site, no_kernel_left):
+    build(site)
+    path = site / "_livecells" / "other.json"
+    data = json.loads(path.read_text())
+    data["format"] = FORMAT + 1
+    path.write_text(json.dumps(data))
+    state, warnings, _ = build(site, fresh=True)
+    assert "newer than this livecells understands" in warnings
+    assert json.loads(path.read_text())["format"] == FORMAT + 1
+
+
+def test_two_builds_sharing_one_store_lose_nothing(tmp_path, rootdir, no_kernel_left):
+    store = tmp_path / "shared-store"
+    sites = []
+    for framework, other in (("alpha", "beta"), ("beta", "alpha")):
+        src = tmp_path / f"site-{framework}"
+        shutil.copytree(rootdir / "test-store", src)
+        # Each copy has page "other" in one framework only, so both write the same store file.
+        (src / "other.rst").write_text(
+            f"Other\n=====\n\n.. live-cell:: {framework}\n\n   print('{framework} here')\n"
+        )
+        (src / "conf.py").write_text(
+            (src / "conf.py").read_text() + f"\nlivecells_store = {str(store)!r}\n"
+        )
+        sites.append(src)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(src / "_build")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for src in sites
+    ]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out.decode()
+    data = json.loads((store / "other.json").read_text())
+    assert set(data["sessions"]) == {"alpha", "beta"}
+    assert set(json.loads((store / "index.json").read_text())["sessions"]) == {"alpha", "beta"}
+
+
+def test_a_build_killed_during_a_store_write_leaves_the_old_file(tmp_path):
+    store = OutputStore(tmp_path / "store")
+    store.save_session("page", "alpha", {"cells": [], "key": "old"})
+    before = (tmp_path / "store" / "page.json").read_text()
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from livecells.store import OutputStore
+        os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # die mid-write
+        OutputStore({str(tmp_path / 'store')!r}).save_session("page", "alpha", {{"key": "new"}})
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -9
+    assert (tmp_path / "store" / "page.json").read_text() == before
+    assert store.pages() == ["page"]
+    store.save_session("page", "beta", {"cells": [], "key": "b"})
+    assert set(store.load("page")["sessions"]) == {"alpha", "beta"}
+
+
+def test_store_problems_are_plain_exceptions(tmp_path):
+    store = OutputStore(tmp_path)
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(StoreProblem, match="damaged"):
+        store.load("bad")
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(StoreProblem, match="not a livecells store file"):
+        store.load("list")
+    assert store.load("missing")["sessions"] == {}
+
+
+def test_cli_report_and_clear(site, no_kernel_left):
+    build(site)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "ext")}
+    report = subprocess.run(
+        [sys.executable, "-m", "livecells", "report", "-s", str(site)],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout
+    assert "index" in report and "other" in report and "alpha" in report and "beta" in report
+    assert "4 session(s)" in report
+    rows = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "livecells", "report", "-s", str(site), "--json"],
+            capture_output=True, text=True, env=env, check=True,
+        ).stdout
+    )
+    assert {(r["page"], r["framework"]) for r in rows} == {
+        ("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")
+    }
+    cleared = subprocess.run(
+        [sys.executable, "-m", "livecells", "clear", "-s", str(site), "other", "-f", "beta"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout
+    assert "cleared other [beta]" in cleared
+    assert set(stored(site, "other")["sessions"]) == {"alpha"}
+    state, _, _ = build(site)
+    assert state.ran == 1
+    assert kernel_processes() == []
