@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from jupyter_client.kernelspec import NoSuchKernel
 
 from . import __version__
+from .ansi import strip_ansi
 from .config import FrameworkSpec
 from .devices import GPU, DevicePool, Lease, cpu_name
 from .kernel import CellResult, KernelSession
@@ -134,6 +135,8 @@ async def run_session(
         message = f"no kernelspec named {job.framework.kernel!r} (see `jupyter kernelspec list`)"
     except (RuntimeError, OSError, asyncio.TimeoutError) as err:
         message = f"the {job.framework.name} kernel could not be started: {err or type(err).__name__}"
+    except Exception as err:  # noqa: BLE001 - a problem of one session must not end the build
+        message = f"livecells could not run the session: {type(err).__name__}: {err}"
     for cell in plan.cells:
         results.setdefault(cell.index, _not_run(message or "not run"))
     return session_record(job, lease, results, probe, message, time.perf_counter() - started)
@@ -200,13 +203,6 @@ def _gpu_names(gpus: Sequence[GPU]) -> list[str]:
 
 
 CELL_FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-
-
-def strip_ansi(text: str) -> str:
-    return ANSI.sub("", text)
-
-
 def error_line(cell: dict[str, Any]) -> int | None:
     """The line inside the cell where its error was raised (1-based), if the traceback says."""
     error = cell.get("error") or {}

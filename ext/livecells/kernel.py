@@ -16,7 +16,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,12 +151,22 @@ class KernelDied(RuntimeError):
     """The kernel process ended while a cell ran."""
 
 
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml", "image/webp")
+MAX_IMAGE_BYTES = 10 * 2**20
+MAX_OUTPUTS = 500
+
+
 class OutputCollector:
-    """Turns iopub messages into nbformat-style outputs, the way a notebook front end shows them."""
+    """Turns iopub messages into nbformat-style outputs, the way a notebook front end shows them.
+
+    Floods stay small: each stream keeps at most ``limit`` characters, a cell at most
+    :data:`MAX_OUTPUTS` rich outputs, and an image over :data:`MAX_IMAGE_BYTES` becomes a note.
+    """
 
     def __init__(self, limit: int) -> None:
         self.outputs: list[dict[str, Any]] = []
         self.limit = limit
+        self.dropped = 0
         self._clear_pending = False
         self._display_ids: dict[str, list[int]] = {}
         self.error: dict[str, Any] | None = None
@@ -191,17 +201,35 @@ class OutputCollector:
                 self.outputs[position]["data"] = dict(content.get("data", {}))
                 self.outputs[position]["metadata"] = dict(content.get("metadata", {}))
         else:
+            if len(self.outputs) >= MAX_OUTPUTS:
+                self.dropped += 1
+                self._note_dropped()
+                return
+            data = dict(content.get("data", {}))
+            refused = _refuse_large_images(data)
             output: dict[str, Any] = {
                 "output_type": msg_type,
-                "data": dict(content.get("data", {})),
+                "data": data,
                 "metadata": dict(content.get("metadata", {})),
             }
+            if refused:
+                output["livecells_refused"] = refused
             if msg_type == "execute_result":
                 output["execution_count"] = content.get("execution_count")
             display_id = content.get("transient", {}).get("display_id")
             if display_id:
                 self._display_ids.setdefault(display_id, []).append(len(self.outputs))
             self.outputs.append(output)
+
+    def _note_dropped(self) -> None:
+        note = f"[{self.dropped} more output(s) left out: a cell keeps at most {MAX_OUTPUTS}]"
+        last = self.outputs[-1]
+        if last.get("livecells_note"):
+            last["text"] = note + "\n"
+        else:
+            self.outputs.append(
+                {"output_type": "stream", "name": "stdout", "text": note + "\n", "livecells_note": True}
+            )
 
     def _stream(self, name: str, text: str) -> None:
         last = self.outputs[-1] if self.outputs else None
@@ -222,6 +250,25 @@ class OutputCollector:
         target["text"] += text
 
 
+def _refuse_large_images(data: dict[str, Any]) -> str:
+    """Replace images over the size limit by a note in place; return the note (or "")."""
+    note = ""
+    for mime in IMAGE_TYPES:
+        value = data.get(mime)
+        if isinstance(value, list):
+            value = "".join(value)
+        if isinstance(value, str):
+            size = len(value) if mime == "image/svg+xml" else len(value) * 3 // 4
+            if size > MAX_IMAGE_BYTES:
+                del data[mime]
+                note = (
+                    f"an image of {size / 2**20:.1f} MiB was left out: the limit is "
+                    f"{MAX_IMAGE_BYTES // 2**20} MiB"
+                )
+                data["text/plain"] = f"[{note}]"
+    return note
+
+
 class KernelSession:
     """One running kernel for one (page, framework) session. Use as an async context manager."""
 
@@ -235,6 +282,7 @@ class KernelSession:
         output_limit: int = 100_000,
         startup_timeout: float = 120.0,
         extra_env: Mapping[str, str] | None = None,
+        manager_factory: Callable[[FrameworkSpec], AsyncKernelManager] | None = None,
     ) -> None:
         self.framework = framework
         self.cwd = str(cwd)
@@ -243,6 +291,8 @@ class KernelSession:
         self.output_limit = output_limit
         self.startup_timeout = startup_timeout
         self.extra_env = dict(extra_env or {})
+        #: Makes the kernel manager (e.g. ``ForkServer.manager``); default: a plain AsyncKernelManager.
+        self.manager_factory = manager_factory
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
         self._log: Any = None
@@ -273,7 +323,10 @@ class KernelSession:
         return env
 
     async def start(self) -> None:
-        self.km = AsyncKernelManager(kernel_name=self.framework.kernel)
+        if self.manager_factory is not None:
+            self.km = self.manager_factory(self.framework)
+        else:
+            self.km = AsyncKernelManager(kernel_name=self.framework.kernel)
         # IPC sockets: reachable only from this machine, signed with the connection key.
         self.km.transport = "ipc"
         runtime = Path(jupyter_runtime_dir())
@@ -319,43 +372,52 @@ class KernelSession:
         collector: OutputCollector | None = None,
     ) -> dict[str, Any]:
         """Send one execute request; gather its iopub output until idle; return the reply."""
-        assert self.kc is not None and self.km is not None
-        msg_id = self.kc.execute(
+        msg_id = self._send(code, silent=silent, user_expressions=user_expressions)
+        return await self._wait(msg_id, timeout, collector)
+
+    def _send(
+        self, code: str, *, silent: bool = False, user_expressions: Mapping[str, str] | None = None
+    ) -> str:
+        assert self.kc is not None
+        return self.kc.execute(
             code,
             silent=silent,
             store_history=not silent,
             user_expressions=dict(user_expressions or {}),
             allow_stdin=False,
         )
+
+    async def _wait(
+        self, msg_id: str, timeout: float | None, collector: OutputCollector | None = None
+    ) -> dict[str, Any]:
+        """The reply to ``msg_id``, after its output has gone idle; TimeoutError past ``timeout``."""
+        assert self.kc is not None and self.km is not None
         deadline = None if timeout is None else time.monotonic() + timeout
         idle = False
         reply: dict[str, Any] | None = None
         while not (idle and reply is not None):
-            if deadline is not None and time.monotonic() > deadline:
+            wait = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if wait <= 0:
                 raise asyncio.TimeoutError
-            if not idle:
-                try:
-                    msg = await self.kc.get_iopub_msg(timeout=0.5)
-                except Exception:  # queue.Empty; check the kernel is still alive
-                    if not await self.km.is_alive():
-                        raise KernelDied(self._death_reason()) from None
-                    continue
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                msg_type = msg["header"]["msg_type"]
-                if msg_type == "status":
-                    idle = msg["content"]["execution_state"] == "idle"
-                elif collector is not None:
-                    collector.handle(msg_type, msg["content"])
-            else:
-                try:
-                    shell = await self.kc.get_shell_msg(timeout=0.5)
-                except Exception:
-                    if not await self.km.is_alive():
-                        raise KernelDied(self._death_reason()) from None
-                    continue
-                if shell["parent_header"].get("msg_id") == msg_id:
-                    reply = shell
+            try:
+                if not idle:
+                    msg = await self.kc.get_iopub_msg(timeout=wait)
+                else:
+                    msg = await self.kc.get_shell_msg(timeout=wait)
+            except Exception:  # queue.Empty: check that the kernel is still alive
+                if not await self.km.is_alive():
+                    raise KernelDied(self._death_reason()) from None
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if idle:
+                reply = msg
+                continue
+            msg_type = msg["header"]["msg_type"]
+            if msg_type == "status":
+                idle = msg["content"]["execution_state"] == "idle"
+            elif collector is not None:
+                collector.handle(msg_type, msg["content"])
         return reply
 
     def _death_reason(self) -> str:
@@ -376,22 +438,20 @@ class KernelSession:
     async def run_cell(self, code: str, timeout: float) -> CellResult:
         """Run one cell; errors, timeouts and a dying kernel become the cell's result."""
         collector = OutputCollector(self.output_limit)
+        msg_id = self._send(code, user_expressions={"time": TIME_EXPRESSION})
         try:
-            reply = await self._request(
-                code,
-                timeout=timeout,
-                user_expressions={"time": TIME_EXPRESSION},
-                collector=collector,
-            )
+            reply = await self._wait(msg_id, timeout, collector)
         except asyncio.TimeoutError:
-            await self._interrupt()
+            await self._interrupt(msg_id, collector)
+            interrupted = collector.error or {}
             return CellResult(
                 status="timeout",
                 outputs=collector.outputs,
                 error={
                     "ename": "CellTimeoutError",
                     "evalue": f"the cell did not finish within {timeout:g} s",
-                    "traceback": [],
+                    # Where the interrupt stopped it, when the kernel could say.
+                    "traceback": interrupted.get("traceback", []),
                 },
             )
         except KernelDied as died:
@@ -431,16 +491,16 @@ class KernelSession:
             error=error,
         )
 
-    async def _interrupt(self) -> None:
-        """Interrupt a cell that ran out of time and wait for the kernel to settle.
+    async def _interrupt(self, msg_id: str, collector: OutputCollector) -> None:
+        """Interrupt a cell that ran out of time and wait for it to end (its traceback says where).
 
-        A kernel that ignores the interrupt (a long C call) is killed; :attr:`broken` then says
-        why no later cell of the session can run.
+        A kernel that ignores the interrupt (a long C call, a handler of its own) is stopped;
+        :attr:`broken` then says why no later cell of the session can run.
         """
-        assert self.km is not None and self.kc is not None
+        assert self.km is not None
         try:
             await self.km.interrupt_kernel()
-            await self._request("pass", silent=True, timeout=10)
+            await self._wait(msg_id, 10, collector)
         except (asyncio.TimeoutError, KernelDied):
             self.broken = "the kernel ignored the interrupt after a timeout and was stopped"
             await self.km.shutdown_kernel(now=True)

@@ -10,10 +10,14 @@ without their source changing (a ``:depends:`` file, or the store itself).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
+import re
+import signal
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ from .environment import Fingerprint, fingerprint
 from .execute import LocalScheduler, Scheduler, SessionJob, error_line, run_async, strip_ansi
 from .plan import SessionPlan, plans, session_plans
 from .store import OutputStore, StoreProblem
+from .summary import Problem, SessionSummary, traceback_text, write_summary
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +51,9 @@ class BuildState:
     unexpected_errors: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    sessions: list[SessionSummary] = field(default_factory=list)
+    #: Why a (page, framework) session did not run in this build, for the page to say.
+    reasons: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def build_state(app: Sphinx) -> BuildState:
@@ -108,10 +116,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     sessions = session_plans(env, config.framework_names())
     changed_pages: set[str] = set()
 
-    if config.device == "cpu":
-        state.gpus = []
-    else:
-        state.gpus = detect_gpus()
+    state.gpus = [] if config.device == "cpu" else detect_gpus()
     if sessions and config.execute in {"auto", "force"}:
         if state.gpus:
             names = ", ".join(sorted({g.name for g in state.gpus}))
@@ -125,10 +130,22 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     jobs: list[SessionJob] = []
     damaged_reported: set[str] = set()
     for session in sessions:
-        action = _decide(app, config, state, store, session, fingerprints, damaged_reported)
+        action, stored = _decide(app, config, state, store, session, fingerprints, damaged_reported)
         if isinstance(action, SessionJob):
             jobs.append(action)
-        elif action == "cached":
+            continue
+        origin = "store" if action == "cached" else "recorded"
+        summary = SessionSummary.from_record(
+            session.docname, session.framework, session.source, origin, stored
+        )
+        summary.reason = state.reasons.get((session.docname, session.framework), "")
+        if summary.reason in state.problems:  # the framework cannot run here: an error for CI
+            summary.status = "failed"
+            summary.problems.append(
+                Problem("kernel", f"{session.source}:{session.cells[0].line}", summary.reason)
+            )
+        state.sessions.append(summary)
+        if action == "cached":
             state.cached += 1
         else:
             state.skipped += 1
@@ -148,6 +165,18 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     return sorted(changed_pages)
 
 
+def _conf_location(app: Sphinx, name: str) -> str | None:
+    """``conf.py:LINE`` of the line that sets ``name``, for warnings about a config value."""
+    path = Path(app.confdir) / "conf.py"
+    try:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith(name):
+                return f"{path}:{number}"
+    except OSError:
+        return None
+    return f"{path}:0"
+
+
 def _decide(
     app: Sphinx,
     config: LivecellsConfig,
@@ -156,10 +185,16 @@ def _decide(
     session: SessionPlan,
     fingerprints: dict[str, Fingerprint],
     damaged_reported: set[str],
-) -> SessionJob | str:
-    """A job to run, or why not: ``"cached"`` (stored results stand) or ``"skipped"``."""
+) -> tuple[SessionJob | str, dict[str, Any] | None]:
+    """A job to run, or why not (``"cached"``: stored results stand; ``"skipped"``), and the
+    session's stored record."""
+    def not_run(reason: str) -> tuple[str, dict[str, Any] | None]:
+        state.reasons[(session.docname, session.framework)] = reason
+        return ("cached" if stored else "skipped"), stored
+
+    stored: dict[str, Any] | None = None
     if config.execute == "off":
-        return "skipped"
+        return not_run("execution is off (livecells_execute = 'off')")
     try:
         stored = store.session(session.docname, session.framework)
     except StoreProblem as problem:
@@ -172,11 +207,11 @@ def _decide(
     for pattern in unmatched:
         _warn(f"live-settings :depends: {pattern!r} matches no file", "depends", session.docname)
     if config.execute == "cache":
-        return "cached" if stored else "skipped"
+        return not_run("livecells_execute = 'cache' runs nothing")
     needed = session.settings.gpus
     if config.device == "gpu" and not state.gpus:
         # A GPU is required and there is none: show what is stored (or recorded), run nothing.
-        return "cached" if stored else "skipped"
+        return not_run("no GPU on this machine (livecells_device = 'gpu')")
     if needed and needed > len(state.gpus):
         first = session.cells[0] if session.cells else None
         _warn(
@@ -185,7 +220,7 @@ def _decide(
             "device",
             (session.docname, first.line) if first else session.docname,
         )
-        return "cached" if stored else "skipped"
+        return not_run(f"the page needs {needed} GPU(s); this machine has {len(state.gpus)}")
     gpus = len(state.gpus) and (1 if needed is None else needed)
 
     framework = config.frameworks[session.framework]
@@ -195,17 +230,23 @@ def _decide(
     if fp.problem:
         if fp.problem not in state.problems:
             state.problems.append(fp.problem)
-            _warn(f"{fp.problem}; its cells are not run", "config")
-        return "cached" if stored else "skipped"
+            _warn(
+                f"livecells_frameworks[{framework.name!r}]: {fp.problem}; its cells are not run",
+                "config",
+                _conf_location(app, "livecells_frameworks"),
+            )
+        first = session.cells[0]
+        _warn(f"{session.name}: not run: {fp.problem}", "kernel", (session.docname, first.line))
+        return not_run(fp.problem)
 
     if config.execute == "auto" and stored and stored.get("key") == key:
         leased_before = stored.get("provenance", {}).get("devices_leased", 0)
         if stored.get("environment") == fp.digest and bool(leased_before) == bool(gpus):
-            return "cached"
+            return "cached", stored
         if leased_before and not gpus:
             # Never replace a GPU result by a CPU run when the code did not change.
-            return "cached"
-    return SessionJob(
+            return "cached", stored
+    job = SessionJob(
         plan=session,
         framework=framework,
         key=key,
@@ -213,8 +254,10 @@ def _decide(
         gpus=gpus,
         default_timeout=config.timeout,
         output_limit=config.output_limit,
-        log_path=str(Path(app.outdir) / "_livecells" / "kernels" / f"{session.docname}.{session.framework}.log"),
+        # Kernel logs help debugging; they stay out of the published site.
+        log_path=str(Path(app.doctreedir) / "livecells-kernels" / f"{session.docname}.{session.framework}.log"),
     )
+    return job, stored
 
 
 def make_scheduler(config: LivecellsConfig, gpus: list[GPU]) -> Scheduler:
@@ -259,22 +302,67 @@ def _execute(
         if record["status"] == "failed":
             state.failed += 1
         changed_pages.add(job.plan.docname)
-        report_session(app, config, state, job.plan, record)
+        summary = SessionSummary.from_record(
+            job.plan.docname, job.plan.framework, job.plan.source, "run", record
+        )
+        summary.problems = report_session(job.plan, record, config.allow_html)
+        state.unexpected_errors += sum(p.kind in {"error", "timeout", "crash"} for p in summary.problems)
+        state.sessions.append(summary)
 
-    run_async(lambda: scheduler.run(jobs, on_done, on_start))
+    with _sigterm_as_interrupt():
+        run_async(lambda: scheduler.run(jobs, on_done, on_start))
     state.seconds += time.perf_counter() - started
 
 
-def report_session(
-    app: Sphinx, config: LivecellsConfig, state: BuildState, plan: SessionPlan, record: dict[str, Any]
-) -> None:
-    """Warnings for one executed session, located at each cell; tracebacks to the report file."""
-    by_index = {c["index"]: c for c in record["cells"]}
-    if record.get("message") and plan.cells:
-        first = plan.cells[0]
-        _warn(f"{plan.name}: {record['message']}", "kernel", (plan.docname, first.line))
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops execution like Ctrl-C does, so every kernel is shut down on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
-    report_lines: list[str] = []
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tuple[str, str]]:
+    """What was cut, refused or replaced in a cell's outputs, as (warning subtype, message)."""
+    found = []
+    for output in outputs:
+        if output.get("truncated"):
+            found.append(("output", f"{output.get('name')} output truncated (livecells_output_limit)"))
+        if output.get("livecells_note"):
+            found.append(("output", output.get("text", "").strip("[]\n")))
+        if output.get("livecells_refused"):
+            found.append(("output", output["livecells_refused"]))
+        if "\ufffd" in output.get("text", ""):
+            found.append(("output", f"{output.get('name')} held bytes that are not UTF-8 (shown as \ufffd)"))
+        html = output.get("data", {}).get("text/html", "")
+        html = "".join(html) if isinstance(html, list) else html
+        if not allow_html and "<script" in html.lower():
+            found.append(("html", "text/html output with <script> is shown as text (livecells_allow_html)"))
+    return found
+
+
+def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool = False) -> list[Problem]:
+    """Warn about one executed session's problems, each located at its cell (or failing line)."""
+    problems: list[Problem] = []
+
+    def problem(kind: str, line: int, message: str, traceback: str = "") -> None:
+        _warn(message, kind, (plan.docname, line))
+        problems.append(Problem(kind, f"{plan.source}:{line}", message, traceback))
+
+    if record.get("message") and plan.cells:
+        problem("kernel", plan.cells[0].line, f"{plan.name}: {record['message']}")
+        return problems
+    by_index = {c["index"]: c for c in record["cells"]}
+    tag = f"live-cell [{plan.framework}]"
     for cell in plan.cells:
         result = by_index.get(cell.index)
         if result is None:
@@ -284,65 +372,58 @@ def report_session(
         ename, evalue = error.get("ename", ""), error.get("evalue", "")
         inner = error_line(result)
         line = cell.code_line + inner - 1 if inner else cell.line
-        where = (plan.docname, line)
-        tag = f"live-cell [{plan.framework}]"
-        if status == "error":
-            if cell.expects(ename):
-                continue
-            state.unexpected_errors += 1
-            _warn(f"{tag}: {ename}: {evalue}", "error", where)
-            report_lines.append(_report_entry(plan, cell.line, result))
+        if status == "error" and not cell.expects(ename):
+            # IPython names a cell's code after a temporary file: "(1850221797.py, line 1)".
+            evalue = re.sub(r" \(\d+\.py, line \d+\)", "", evalue)
+            message = f"{ename}: {evalue}" if evalue.strip() else ename
+            problem("error", line, f"{tag}: {message}", traceback_text(result))
         elif status == "timeout":
-            state.unexpected_errors += 1
-            _warn(f"{tag}: {evalue}", "timeout", where)
+            problem("timeout", line, f"{tag}: {evalue}")
         elif status == "died":
-            state.unexpected_errors += 1
-            _warn(f"{tag}: {evalue}", "crash", where)
+            problem("crash", line, f"{tag}: {evalue}")
         elif status == "ok" and cell.raises is not None:
             expected = ", ".join(cell.raises) or "an error"
-            _warn(f"{tag}: expected {expected} (:raises:), but the cell ran without error", "raises", where)
+            problem("raises", line, f"{tag}: expected {expected} (:raises:), but the cell ran without error")
+        for kind, message in output_problems(result.get("outputs", []), allow_html):
+            problem(kind, cell.line, f"{tag}: {message}")
         if status == "ok" and cell.stderr == "warn":
-            text = "".join(
-                o.get("text", "") for o in result["outputs"] if o.get("name") == "stderr"
-            ).strip()
-            if text:
-                first_line = strip_ansi(text).splitlines()[0]
-                _warn(f"{tag}: wrote to stderr: {first_line}", "stderr", (plan.docname, cell.line))
-    if report_lines:
-        path = Path(app.outdir) / "_livecells" / "errors.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as report:
-            report.write("\n".join(report_lines))
-
-
-def _report_entry(plan: SessionPlan, line: int, result: dict[str, Any]) -> str:
-    error = result.get("error") or {}
-    traceback = strip_ansi("\n".join(error.get("traceback", [])))
-    return f"== {plan.source}:{line} [{plan.framework}]\n{traceback}\n"
+            text = "".join(o.get("text", "") for o in result["outputs"] if o.get("name") == "stderr")
+            if strip_ansi(text).strip():
+                first_line = strip_ansi(text).strip().splitlines()[0]
+                problem("stderr", cell.line, f"{tag}: wrote to stderr: {first_line}")
+    return problems
 
 
 def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     state = build_state(app)
     config = get_config(app)
-    if state.ran or state.cached or state.skipped:
-        logger.info(
-            f"livecells: {state.ran} session(s) run, {state.cached} from the store, "
-            f"{state.skipped} not run, {state.failed} failed to start; "
-            f"{state.seconds:.1f} s executing"
-        )
+    if not state.sessions:
+        return
+    logger.info(
+        f"livecells: {state.ran} session(s) run, {state.cached} from the store, "
+        f"{state.skipped} not run, {state.failed} failed to start; "
+        f"{state.seconds:.1f} s executing"
+    )
+    totals = {
+        "run": state.ran,
+        "cached": state.cached,
+        "not_run": state.skipped,
+        "failed": state.failed,
+        "unexpected_errors": state.unexpected_errors,
+        "seconds": round(state.seconds, 3),
+        "run_id": state.run_id,
+    }
+    write_summary(Path(app.outdir) / "_livecells", state.sessions, totals)
     if exception is None and config.raise_on_error and (state.unexpected_errors or state.failed):
         raise ExtensionError(
             f"livecells: {state.unexpected_errors} cell error(s) and {state.failed} failed "
-            "session(s) (livecells_raise_on_error = True); see the warnings above"
+            "session(s) (livecells_raise_on_error = True); see the warnings above and "
+            f"{Path(app.outdir) / '_livecells' / 'report.txt'}"
         )
 
 
 def on_builder_inited(app: Sphinx) -> None:
     build_state(app)
-    # The report of errors is per build.
-    report = Path(app.outdir) / "_livecells" / "errors.txt"
-    if report.exists():
-        os.unlink(report)
 
 
 def setup_pipeline(app: Sphinx) -> None:

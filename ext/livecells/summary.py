@@ -1,0 +1,124 @@
+"""What a build did, for people and for CI: located problems, a report file, JSON and JUnit XML.
+
+Each (page, framework) session of the build gets a :class:`SessionSummary`: where its results
+came from (run now, the store, or the page's recorded outputs), its status and its problems,
+each located at ``file:line``. At the end of the build they are written under
+``<outdir>/_livecells/``: ``summary.json``, ``junit.xml`` (one test case per session) and
+``report.txt`` with every problem's full traceback. Nothing here knows Sphinx.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .ansi import strip_ansi
+
+
+@dataclass
+class Problem:
+    kind: str  # the warning subtype: error, timeout, crash, stderr, kernel, ...
+    location: str  # path:line
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class SessionSummary:
+    page: str
+    framework: str
+    source: str
+    origin: str  # "run", "store" or "recorded"
+    status: str  # ok, error, timeout, crashed, failed, not-run
+    cells: int = 0
+    duration: float | None = None
+    device: str = ""
+    date: str = ""
+    reason: str = ""  # why it did not run in this build, if it did not
+    problems: list[Problem] = field(default_factory=list)
+
+    @classmethod
+    def from_record(
+        cls, page: str, framework: str, source: str, origin: str, record: dict[str, Any] | None
+    ) -> SessionSummary:
+        if record is None:
+            return cls(page, framework, source, origin, "not-run")
+        provenance = record.get("provenance", {})
+        return cls(
+            page,
+            framework,
+            source,
+            origin,
+            record.get("status", "?"),
+            cells=len(record.get("cells", [])),
+            duration=record.get("duration"),
+            device=provenance.get("device", ""),
+            date=provenance.get("date", ""),
+        )
+
+
+def traceback_text(result: dict[str, Any]) -> str:
+    error = result.get("error") or {}
+    text = "\n".join(error.get("traceback", [])) or f"{error.get('ename')}: {error.get('evalue')}"
+    return strip_ansi(text)
+
+
+def write_summary(directory: str | os.PathLike[str], sessions: list[SessionSummary], totals: dict[str, Any]) -> None:
+    """Write summary.json, junit.xml and report.txt into ``directory``."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"totals": totals, "sessions": [asdict(s) for s in sessions]}
+    (folder / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    (folder / "junit.xml").write_bytes(junit_xml(sessions, totals))
+    lines = []
+    for session in sessions:
+        for problem in session.problems:
+            lines.append(f"== {problem.location}: [{session.framework}] {problem.kind}: {problem.message}")
+            if problem.traceback:
+                lines.append(problem.traceback)
+            lines.append("")
+    (folder / "report.txt").write_text("\n".join(lines) or "no problems\n", encoding="utf-8")
+
+
+def junit_xml(sessions: list[SessionSummary], totals: dict[str, Any]) -> bytes:
+    """One test case per session; a session with problems fails with its located messages."""
+    failures = sum(1 for s in sessions if s.problems and s.status not in {"failed"})
+    errors = sum(1 for s in sessions if s.status == "failed")
+    skipped = sum(1 for s in sessions if s.origin != "run")
+    suite = ET.Element(
+        "testsuite",
+        name="livecells",
+        tests=str(len(sessions)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped=str(skipped),
+        time=f"{totals.get('seconds', 0.0):.3f}",
+    )
+    for session in sessions:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=session.page,
+            name=session.framework,
+            file=session.source,
+            time=f"{session.duration or 0.0:.3f}",
+        )
+        if session.problems:
+            tag = "error" if session.status == "failed" else "failure"
+            first = session.problems[0]
+            element = ET.SubElement(
+                case, tag, message=f"{first.location}: {first.message}", type=first.kind
+            )
+            element.text = "\n\n".join(
+                f"{p.location}: {p.kind}: {p.message}\n{p.traceback}".rstrip() for p in session.problems
+            )
+        elif session.origin != "run":
+            why = f" ({session.reason})" if session.reason else ""
+            ET.SubElement(
+                case, "skipped", message=f"not run in this build{why}: results from the {session.origin}"
+            )
+    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,10 @@
+# Bad cells, dying kernels and bad configuration: the build must go on and say where.
+extensions = ["livecells"]
+livecells_frameworks = {
+    "alpha": {"label": "Alpha", "kernel": "python3"},
+    "beta": {"label": "Beta", "kernel": "python3"},
+    "gamma": {"label": "Gamma", "kernel": "no-such-kernelspec"},
+    "delta": {"label": "Delta", "kernel": "python3", "preload": ["not_an_installed_module"]},
+}
+livecells_timeout = 20
+livecells_output_limit = 20000

@@ -1,0 +1,2 @@
+extensions = ["livecells"]
+livecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}

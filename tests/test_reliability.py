@@ -1,0 +1,223 @@
+"""Bad cells, hung cells, dying kernels, hostile output, bad configuration and interrupted builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from io import StringIO
+from pathlib import Path
+
+import psutil
+import pytest
+from sphinx.errors import ExtensionError
+from sphinx.testing.util import SphinxTestApp
+
+from conftest import kernel_processes
+from helpers import cell_with, outputs, soup
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory, rootdir):
+    """One build of the bad-cells root, without -W: it must finish."""
+    src = tmp_path_factory.mktemp("bad") / "src"
+    shutil.copytree(rootdir / "test-bad", src)
+    warnings = StringIO()
+    app = SphinxTestApp("html", srcdir=src, warning=warnings)
+    try:
+        app.build()  # no exception: the build goes on
+    finally:
+        app.cleanup()
+    return {
+        "src": src,
+        "out": app.outdir,
+        "warnings": re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue()),
+        "state": app.livecells_state,
+        "kernels_left": kernel_processes(),
+    }
+
+
+def line_of(path: Path, text: str) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if text in line:
+            return number
+    raise AssertionError(f"{text!r} not in {path}")
+
+
+EXPECTED = [
+    # (page, text on the line the warning must point at, warning subtype)
+    ("index", "def broken(:", "error"),
+    ("index", 'raise ValueError("bad value in cell")', "error"),
+    ("index", "raise SystemExit(3)", None),  # IPython shows no frame for it: the cell's line
+    ("index", "raise KeyboardInterrupt", "error"),
+    ("index", "time.sleep(60)", "timeout"),
+    ("index", ':raises: ZeroDivisionError', None),
+    ("index", "1 / 0", "error"),
+    ("index", 'input("your name? ")', "error"),
+    ("index", ".. live-cell:: jax", "config"),
+    ("index", 'print("no such kernelspec")', None),
+    ("index", 'print("framework not installed")', None),
+    ("crash", "os._exit(7)", None),  # a dead kernel cannot say which line: the cell's line
+    ("crash", "ctypes.string_at(0)", None),
+    ("hostile", 'print("x" * 5_000_000)', None),
+    ("hostile", 'os.write(1, b"bad bytes', None),
+    ("hostile", "display(HTML(", None),
+    ("hostile", 'display({"image/png"', None),
+    ("hostile", "red warning text", None),
+    ("hostile", "time.sleep(60)", None),  # ignores the interrupt: no traceback, the cell's line
+]
+
+
+def _location_lines(bad, page: str) -> set[int]:
+    pattern = rf"{re.escape(str(bad['src'] / page))}\.rst:(\d+): (?:WARNING|ERROR)"
+    return {int(n) for n in re.findall(pattern, bad["warnings"])}
+
+
+def test_every_bad_cell_has_its_own_located_message(bad):
+    found = {page: _location_lines(bad, page) for page in ("index", "crash", "hostile")}
+    used = set()
+    for page, text, subtype in EXPECTED:
+        path = bad["src"] / f"{page}.rst"
+        line = line_of(path, text)
+        # The message points at the failing line, or at the cell's directive just above it.
+        directive = max(
+            n for n, l in enumerate(path.read_text().splitlines(), 1) if n <= line and ".. live-cell::" in l
+        )
+        candidates = {line, directive, directive + 1, directive + 2, directive + 3} & found[page]
+        assert candidates - used, f"no located message for {page}:{line} ({text})"
+        used.add((page, min(candidates - used)))
+        if subtype:
+            assert re.search(rf"{page}\.rst:{line}: WARNING: .*\[livecells\.{subtype}\]", bad["warnings"]), text
+    # The bad option value and the empty cell are located too.
+    index = bad["src"] / "index.rst"
+    assert line_of(index, ":timeout: soon") - 1 in found["index"]
+    assert len({(p, n) for p, n in used}) >= 17
+
+
+def test_messages_carry_the_exception_type_and_message(bad):
+    warnings = bad["warnings"]
+    assert "ValueError: bad value in cell [livecells.error]" in warnings
+    assert "the kernel exited with status 7 [livecells.crash]" in warnings
+    assert "the kernel died of SIGSEGV [livecells.crash]" in warnings
+    assert "no kernelspec named 'no-such-kernelspec'" in warnings
+    assert "not_an_installed_module not installed" in warnings
+    assert "Traceback (most recent call last)" not in warnings  # tracebacks go to the report
+
+
+def test_later_cells_still_run_after_errors_and_timeouts(bad):
+    page = soup(bad["out"] / "index.html")
+    assert "AFTER-TIMEOUT still runs, x = 1" in outputs(cell_with(page, "AFTER-TIMEOUT"))
+    assert "SystemExit: 3" in outputs(cell_with(page, "raise SystemExit"))
+
+
+def test_a_dying_kernel_is_reported_in_the_page_and_the_rest_not_run(bad):
+    page = soup(bad["out"] / "crash.html")
+    assert "the kernel exited with status 7" in outputs(cell_with(page, "os._exit(7)"))
+    after = cell_with(page, "NEVER-RUN-AFTER-EXIT")
+    assert "NEVER-RUN-AFTER-EXIT" not in outputs(after)
+    assert "not run: the kernel exited with status 7" in after.get_text()
+    assert "SIGSEGV" in outputs(cell_with(page, "ctypes.string_at(0)"))
+    stubborn = cell_with(soup(bad["out"] / "hostile.html"), "NEVER-RUN-AFTER-STUBBORN")
+    assert "ignored the interrupt" in stubborn.get_text()
+
+
+def test_the_good_page_keeps_its_live_output(bad):
+    page = soup(bad["out"] / "good.html")
+    assert "GOOD-PAGE-LIVE 42" in outputs(cell_with(page, "GOOD-PAGE-LIVE"))
+
+
+def test_no_raw_ansi_or_script_in_html_and_floods_stay_small(bad):
+    for html_file in Path(bad["out"]).glob("*.html"):
+        html = html_file.read_text()
+        assert "\x1b" not in html, html_file
+        assert "<script>alert" not in html, html_file
+    assert (Path(bad["out"]) / "hostile.html").stat().st_size < 200_000
+    assert (Path(bad["src"]) / "_livecells" / "hostile.json").stat().st_size < 200_000
+    hostile = soup(bad["out"] / "hostile.html")
+    assert "Output truncated" in cell_with(hostile, "5_000_000").get_text()
+    assert "bad bytes: \ufffd\ufffd end" in outputs(cell_with(hostile, "bad bytes"))
+    assert "left out" in outputs(cell_with(hostile, "image/png"))
+    error = cell_with(soup(bad["out"] / "index.html"), "bad value in cell")
+    assert error.select("span.ansi-red-fg"), "tracebacks keep their colours as classes"
+
+
+def test_unknown_framework_and_missing_kernel_cells_say_why(bad):
+    page = soup(bad["out"] / "index.html")
+    assert "not run: unknown framework (jax)" in cell_with(page, "unknown framework").get_text()
+    assert "no kernelspec named" in cell_with(page, "no such kernelspec").get_text()
+
+
+def test_machine_readable_summary(bad):
+    folder = Path(bad["out"]) / "_livecells"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["totals"]["run"] == 6
+    suite = ET.parse(folder / "junit.xml").getroot()
+    cases = suite.findall("testcase")
+    assert len(cases) == 8
+    failing = {(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None}
+    assert ("crash", "alpha") in failing and ("good", "alpha") not in failing
+    errors = {(c.get("classname"), c.get("name")) for c in cases if c.find("error") is not None}
+    assert ("index", "gamma") in errors
+    message = next(c for c in cases if c.get("classname") == "crash").find("failure").get("message")
+    assert re.search(r"crash\.rst:\d+: ", message)
+    report = (folder / "report.txt").read_text()
+    assert "ValueError: bad value in cell" in report and "Traceback" in report
+
+
+def test_no_kernel_outlives_the_bad_build(bad):
+    assert bad["kernels_left"] == []
+
+
+def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir, no_kernel_left):
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-fast", src)
+    with open(src / "index.rst", "a") as page:
+        page.write("\n.. live-cell:: alpha\n\n   raise RuntimeError('boom')\n")
+    app = SphinxTestApp("html", srcdir=src, confoverrides={"livecells_raise_on_error": True}, warning=StringIO())
+    try:
+        with pytest.raises(ExtensionError, match="1 cell error"):
+            app.build()
+    finally:
+        app.cleanup()
+    stored = json.loads((src / "_livecells" / "index.json").read_text())
+    assert set(stored["sessions"]) == {"alpha", "beta"}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_build_stops_quickly_and_leaves_nothing(tmp_path, rootdir, signum):
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-interrupt", src)
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(src / "_build")],
+        env={**os.environ, "LIVECELLS_TEST_MARKER": str(marker)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, proc.stdout.read().decode()
+        assert time.monotonic() < deadline, "the long cell never started"
+        time.sleep(0.1)
+    time.sleep(0.3)
+    kernel_pid, child_pid = (int(n) for n in marker.read_text().split())
+    proc.send_signal(signum)
+    started = time.monotonic()
+    proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    for pid in (kernel_pid, child_pid):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+    # The store holds what finished, and parses.
+    stored = json.loads((src / "_livecells" / "index.json").read_text())
+    assert stored["sessions"]["alpha"]["status"] == "ok"
+    assert not (src / "_livecells" / "long.json").exists()
