@@ -1,0 +1,10 @@
+# Two pages of pytorch/mxnet tab sets for the browser and theme tests. The frameworks are named
+# like the real ones (the tabs are the same) but run on plain Python kernels with nothing
+# preloaded, so that the build is fast.
+extensions = ["livecells"]
+html_theme = "furo"  # the theme of the livecells docs
+livecells_frameworks = {
+    "pytorch": {"label": "PyTorch", "kernel": "python3"},
+    "mxnet": {"label": "MXNet", "kernel": "python3"},
+}
+livecells_timeout = 30

@@ -1,0 +1,193 @@
+"""The framework tabs in a real browser: headless Chromium, driven by Playwright, over a built site.
+
+tests/roots/test-browser is two pages (furo, the theme of the livecells docs), each with two
+pytorch/mxnet tab sets whose cells print which page, set and framework they are. The site is built
+once, served by ``http.server`` on 127.0.0.1, and each test gets a fresh browser context (so an
+empty localStorage, where sphinx-design keeps the chosen tab).
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sphinx.testing.util import SphinxTestApp
+
+from conftest import kernel_processes
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
+if not CHROMIUM.exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)", allow_module_level=True)
+expect = sync_api.expect
+
+LABELS = {"pytorch": "PyTorch", "mxnet": "MXNet"}
+
+# Each tab set's visible panels, by the label of their tab.
+SHOWN_JS = """() => Array.from(document.querySelectorAll('div.sd-tab-set')).map(set =>
+  Array.from(set.querySelectorAll(':scope > .sd-tab-content'))
+    .filter(panel => panel.checkVisibility())
+    .map(panel => panel.previousElementSibling.textContent.trim()))"""
+# What has the keyboard focus: the label of a focused tab radio, else the tag name.
+FOCUS_JS = """() => { const el = document.activeElement;
+  if (el && el.matches('div.sd-tab-set > input')) {
+    return {tab: el.nextElementSibling.textContent.trim(),
+            set: Array.from(document.querySelectorAll('div.sd-tab-set')).indexOf(el.parentElement),
+            outline: getComputedStyle(el.nextElementSibling).outlineStyle};
+  }
+  return {tag: el ? el.tagName : null}; }"""
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        """Keep the request log out of the test output."""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, rootdir) -> dict[str, Any]:
+    """Build the browser root once (real kernels); its pages, warnings and leftover kernels."""
+    src = tmp_path_factory.mktemp("browser") / "src"
+    shutil.copytree(rootdir / "test-browser", src)
+    warnings = StringIO()
+    app = SphinxTestApp("html", srcdir=src, warning=warnings)
+    try:
+        app.build()
+    finally:
+        app.cleanup()
+    return {"outdir": Path(app.outdir), "warnings": warnings.getvalue(), "kernels_left": kernel_processes()}
+
+
+@pytest.fixture(scope="module")
+def server(site) -> Iterator[str]:
+    """The built site over HTTP on a free port of 127.0.0.1; its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(site["outdir"]))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, name="test-browser-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless, through Playwright (no browser download)."""
+    playwright = sync_api.sync_playwright().start()
+    try:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Any]:
+    """A page in a fresh context: no tab chosen yet."""
+    context = browser.new_context()
+    context.set_default_timeout(10_000)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def shown(page: Any) -> list[list[str]]:
+    return page.evaluate(SHOWN_JS)
+
+
+def expect_framework(page: Any, prefix: str, framework: str, other: str) -> None:
+    """Every tab set of the page shows ``framework``'s panel, its output visible, the other's not."""
+    assert shown(page) == [[LABELS[framework]], [LABELS[framework]]]
+    for tab_set in ("one", "two"):
+        expect(output(page, f"{prefix}-{tab_set} {framework}")).to_be_visible()
+        expect(output(page, f"{prefix}-{tab_set} {other}")).to_be_hidden()
+
+
+def output(page: Any, text: str) -> Any:
+    return page.locator("div.livecells-output", has_text=text)
+
+
+
+def test_site_built_cleanly(site):
+    assert "WARNING" not in site["warnings"], site["warnings"]
+    assert site["kernels_left"] == []
+    for name in ("index.html", "next.html"):
+        assert (site["outdir"] / name).read_text(encoding="utf-8").count('class="sd-tab-set') == 2
+
+
+def test_choice_syncs_every_tab_set_and_persists_to_the_next_page(page, server):
+    page.goto(server + "next.html")
+    expect_framework(page, "next", "pytorch", "mxnet")  # the default, before any choice
+
+    page.goto(server + "index.html")
+    expect_framework(page, "index", "pytorch", "mxnet")
+    page.locator("div.sd-tab-set").nth(1).locator("label.sd-tab-label", has_text="MXNet").click()
+    expect_framework(page, "index", "mxnet", "pytorch")  # the first set follows the second
+    assert page.evaluate("() => localStorage.getItem('sphinx-design-tab-id-framework')") == "mxnet"
+
+    page.locator("article").get_by_role("link", name="the next page").click()
+    page.wait_for_url("**/next.html")
+    expect_framework(page, "next", "mxnet", "pytorch")
+
+    page.locator("div.sd-tab-set").first.locator("label.sd-tab-label", has_text="PyTorch").click()
+    page.go_back()
+    page.wait_for_url("**/index.html")
+    page.reload()
+    expect_framework(page, "index", "pytorch", "mxnet")
+
+
+def test_keyboard_reaches_and_switches_the_tabs(page, server):
+    page.goto(server + "index.html")
+    focus: dict[str, Any] = {}
+    for _ in range(60):  # Tab through the furo header and sidebar to the first tab set
+        page.keyboard.press("Tab")
+        focus = page.evaluate(FOCUS_JS)
+        if "tab" in focus:
+            break
+    # One tab stop per tab set, on the chosen tab, with a visible focus ring on its label.
+    assert focus == {"tab": "PyTorch", "set": 0, "outline": "auto"}
+
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate(FOCUS_JS)["tab"] == "MXNet"
+    expect_framework(page, "index", "mxnet", "pytorch")
+    page.keyboard.press("ArrowLeft")
+    expect_framework(page, "index", "pytorch", "mxnet")
+    page.keyboard.press("ArrowDown")
+    expect_framework(page, "index", "mxnet", "pytorch")
+
+    page.keyboard.press("Tab")  # on to the second set, whose chosen tab is MXNet too
+    assert page.evaluate(FOCUS_JS) == {"tab": "MXNet", "set": 1, "outline": "auto"}
+    page.keyboard.press("ArrowUp")
+    expect_framework(page, "index", "pytorch", "mxnet")
+
+    # Space selects a focused tab that is not chosen (where a screen reader's cursor can put it).
+    page.locator("div.sd-tab-set").first.locator("input").nth(1).focus()
+    expect_framework(page, "index", "pytorch", "mxnet")
+    page.keyboard.press("Space")
+    expect_framework(page, "index", "mxnet", "pytorch")
+
+    page.goto(server + "next.html")  # a choice made with the keyboard persists like a click
+    expect_framework(page, "next", "mxnet", "pytorch")
