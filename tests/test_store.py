@@ -79,6 +79,16 @@ def test_rebuilds_run_only_what_changed(site, no_kernel_left):
     assert sessions["beta"]["run_id"] != before
     assert "other beta, edited" in outputs(cell_with(page(app, "other"), "other beta"))
 
+    # A page removed from the book takes its stored results with it.
+    (site / "gone.rst").write_text("Gone\n====\n\n.. live-cell:: alpha\n\n   print('soon gone')\n")
+    index.write_text(index.read_text().replace("   other\n", "   other\n   gone\n"))
+    state, _, _ = build(site)
+    assert state.ran == 1 and (site / "_livecells" / "gone.json").exists()
+    (site / "gone.rst").unlink()
+    index.write_text(index.read_text().replace("   gone\n", ""))
+    build(site)
+    assert not (site / "_livecells" / "gone.json").exists()
+
     # Changing a :depends: file re-reads and re-runs that page, though its source is unchanged.
     (site / "data" / "input.txt").write_text("second version\n")
     state, _, app = build(site)

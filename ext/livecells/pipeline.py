@@ -26,6 +26,8 @@ from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
+from sphinx.util.console import bold
+from sphinx.util.display import terminal_supports_colour
 
 from .config import WARNING_TYPE, LivecellsConfig, get_config
 from .devices import GPU, detect_gpus
@@ -90,6 +92,10 @@ def on_env_get_outdated(
     """Pages to re-read although their source did not change."""
     config = get_config(app)
     store = store_of(app)
+    for docname in removed:
+        # A page that left the book takes its stored results with it.
+        if docname in plans(env):
+            store.remove(docname)
     outdated = []
     for docname, page in plans(env).items():
         if docname in changed or docname in added or docname in removed:
@@ -282,16 +288,26 @@ def _execute(
     total = len(jobs)
     started = time.perf_counter()
     done = 0
+    # One live line, as Sphinx's own status_iterator draws it (a line per step when verbose or
+    # when the terminal cannot redraw; nothing under -q).
+    single_line = app.verbosity < 1 and terminal_supports_colour()
+
+    def progress(text: str) -> None:
+        if single_line:
+            logger.info("\x1b[2K", nonl=True)
+        logger.info(bold("executing cells... ") + text, nonl=True)
+        logger.info("\r" * single_line, nonl=single_line)
 
     def on_start(job: SessionJob) -> None:
-        logger.info(
-            f"livecells: [{done + 1}/{total}] running {job.plan.name} "
-            f"({len(job.plan.cells)} cells, {time.perf_counter() - started:.1f} s elapsed)"
+        progress(
+            f"[{done}/{total} done] {job.plan.name}, {len(job.plan.cells)} cells "
+            f"({time.perf_counter() - started:.1f} s)"
         )
 
     def on_done(job: SessionJob, record: dict[str, Any]) -> None:
         nonlocal done
         done += 1
+        progress(f"[{done}/{total} done] {job.plan.name} {record['status']} ({time.perf_counter() - started:.1f} s)")
         record["run_id"] = state.run_id
         record["provenance"]["devices_leased"] = job.gpus
         try:
@@ -309,9 +325,12 @@ def _execute(
         state.unexpected_errors += sum(p.kind in {"error", "timeout", "crash"} for p in summary.problems)
         state.sessions.append(summary)
 
-    with _sigterm_as_interrupt():
-        run_async(lambda: scheduler.run(jobs, on_done, on_start))
-    state.seconds += time.perf_counter() - started
+    try:
+        with _sigterm_as_interrupt():
+            run_async(lambda: scheduler.run(jobs, on_done, on_start))
+    finally:
+        logger.info("")
+        state.seconds += time.perf_counter() - started
 
 
 @contextlib.contextmanager
