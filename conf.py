@@ -22,3 +22,16 @@ livecells_frameworks = {
     "mxnet": {"label": "MXNet", "kernel": "python3", "preload": ["mxnet"]},
 }
 livecells_timeout = 600
+
+# PDF (make pdf): the sample chapter is Japanese, so xelatex with CJK fonts
+# (Debian: texlive-xetex, latexmk, fonts-noto-cjk).
+latex_engine = "xelatex"
+latex_use_xindy = False
+latex_elements = {
+    "fontpkg": r"""
+\setmainfont{Noto Serif CJK JP}
+\setsansfont{Noto Sans CJK JP}
+\setmonofont{Noto Sans Mono CJK JP}
+\XeTeXlinebreaklocale "ja"
+""",
+}

@@ -18,9 +18,12 @@ from sphinx.application import Sphinx
 def setup(app: Sphinx) -> dict[str, Any]:
     from .config import setup_config
     from .directive import setup_directives
+    from .latex import setup_latex
+    from .notebooks import setup_notebooks
     from .pipeline import setup_pipeline
     from .plan import setup_plan
     from .render import setup_render
+    from .report import setup_report
 
     app.setup_extension("sphinx_design")
     setup_config(app)
@@ -28,6 +31,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_plan(app)
     setup_pipeline(app)
     setup_render(app)
+    setup_notebooks(app)
+    setup_report(app)
+    setup_latex(app)
     app.connect("builder-inited", _add_static_path)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
 

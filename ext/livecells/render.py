@@ -24,12 +24,13 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
-from .config import WARNING_TYPE, LivecellsConfig, app_of, get_config
+from .config import app_of, get_config
 from .directive import ALL, live_cell, live_group, live_recorded, live_settings
-from .execute import strip_ansi
-from .pipeline import build_state, store_of
+from .ansi import ansi_to_html, strip_ansi
+from .notebooks import download_links
+from .pipeline import build_state
 from .plan import CellPlan
-from .store import StoreProblem
+from .results import groups_by_page, matched_results, stored_sessions
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,7 @@ def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
 
 
 def clean_stream(text: str) -> str:
-    """What a terminal shows: colours removed, carriage returns and backspaces applied."""
-    text = strip_ansi(text)
+    """What a terminal shows: carriage returns and backspaces applied (colours are kept)."""
     lines = []
     for line in text.split("\n"):
         if "\r" in line:
@@ -82,41 +82,29 @@ class RenderLiveCells(SphinxPostTransform):
             return
         self.config_ = get_config(_app(self))
         self.format = _app(self).builder.format
-        self.sessions = self._stored_sessions()
-        self.shown = self._match_results()
         self.meta_done: set[tuple[int, str]] = set()
-        for group in groups:
-            group.replace_self(self._render_group(group))
+        # LaTeX and singlehtml assemble many pages into one tree: each page uses its own plan.
+        for root, docname, page_groups in groups_by_page(self.document, groups, self.env.docname):
+            self.docname = docname
+            self.shown = self._match_results()
+            links = download_links(_app(self), root, docname)
+            if links is not None:
+                page_groups[0].parent.insert(page_groups[0].parent.index(page_groups[0]), links)
+            for group in page_groups:
+                group.replace_self(self._render_group(group))
 
     # -- results -------------------------------------------------------------------------------
 
-    def _stored_sessions(self) -> dict[str, dict[str, Any]]:
-        if self.config_.execute == "off":
-            return {}
-        try:
-            return store_of(_app(self)).load(self.env.docname)["sessions"]
-        except StoreProblem:
-            return {}  # reported when the build planned this page
-
     def _match_results(self) -> dict[tuple[int, str], Shown]:
         """Each (cell, framework)'s stored result, valid while the cells before it are unchanged."""
-        shown: dict[tuple[int, str], Shown] = {}
-        plan = _page_plan(self.env, self.env.docname)
+        plan = _page_plan(self.env, self.docname)
         if plan is None:
-            return shown
+            return {}
         run_id = build_state(_app(self)).run_id
-        for framework in plan.frameworks:
-            session = self.sessions.get(framework)
-            if not session:
-                continue
-            stored_cells = session.get("cells", [])
-            mine = [c for c in plan.cells if framework in c.frameworks]
-            source = "live" if session.get("run_id") == run_id else "stored"
-            for position, cell in enumerate(mine):
-                if position >= len(stored_cells) or stored_cells[position].get("code_sha") != cell.code_sha:
-                    break
-                shown[(cell.index, framework)] = Shown(source, stored_cells[position], session)
-        return shown
+        return {
+            key: Shown("live" if session.get("run_id") == run_id else "stored", result, session)
+            for key, (result, session) in matched_results(plan, stored_sessions(_app(self), self.docname)).items()
+        }
 
     # -- structure -----------------------------------------------------------------------------
 
@@ -125,7 +113,7 @@ class RenderLiveCells(SphinxPostTransform):
         return list(plan_cell.frameworks) if plan_cell else []
 
     def _plan_cell(self, cell: live_cell) -> CellPlan | None:
-        plan = _page_plan(self.env, self.env.docname)
+        plan = _page_plan(self.env, self.docname)
         if plan is None:
             return None
         for candidate in plan.cells:
@@ -142,6 +130,23 @@ class RenderLiveCells(SphinxPostTransform):
                 out.extend(self._render_all_cell(cell))
             return out
         present = [fw for fw in order if any(fw in self._frameworks_of(c) for c in cells)]
+        orphans = [c for c in cells if not self._frameworks_of(c)]
+        if orphans:
+            # Cells naming no known framework (warned about while reading): code and a note.
+            out = []
+            for cell in orphans:
+                box = self._cell_container(cell, None)
+                names = ", ".join(cell.get("unknown", [])) or "none"
+                box += _note(f"not run: unknown framework ({names})", "livecells-not-run")
+                out.append(box)
+            if len(orphans) == len(cells):
+                return out
+            return [*out, *self._render_group_known(group, [c for c in cells if c not in orphans], present)]
+        return self._render_group_known(group, cells, present)
+
+    def _render_group_known(
+        self, group: live_group, cells: list[live_cell], present: list[str]
+    ) -> list[nodes.Node]:
         if self.format == "latex":
             wanted = [fw for fw in self.config_.latex_frameworks if fw in present]
             out = []
@@ -239,6 +244,7 @@ class RenderLiveCells(SphinxPostTransform):
                 for block in node.children:
                     copy = block.deepcopy()
                     copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
+                    copy["language"] = "none"
                     out.append(copy)
             return out
         result = shown.result
@@ -253,10 +259,11 @@ class RenderLiveCells(SphinxPostTransform):
                 for block in node.children:
                     copy = block.deepcopy()
                     copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
+                    copy["language"] = "none"
                     out.append(copy)
         elif status in {"timeout", "died"}:
             error = result.get("error") or {}
-            out.append(_error_block(f"{error.get('ename', 'Error')}: {error.get('evalue', '')}"))
+            out.append(self._text(f"{error.get('ename', 'Error')}: {error.get('evalue', '')}", ["livecells-error"]))
         return out
 
     def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
@@ -265,9 +272,9 @@ class RenderLiveCells(SphinxPostTransform):
             if output.get("name") == "stderr" and cell.get("stderr") == "hide":
                 return []
             text = clean_stream(output.get("text", ""))
-            if not text.strip("\n"):
+            if not strip_ansi(text).strip("\n"):
                 return []
-            block = _text_block(text.rstrip("\n"), ["livecells-stream", f"livecells-{output.get('name')}"])
+            block = self._text(text.rstrip("\n"), ["livecells-stream", f"livecells-{output.get('name')}"])
             result: list[nodes.Node] = [block]
             if output.get("truncated"):
                 result.append(
@@ -279,13 +286,23 @@ class RenderLiveCells(SphinxPostTransform):
                 )
             return result
         if kind == "error":
-            traceback = strip_ansi("\n".join(output.get("traceback", [])))
+            traceback = "\n".join(output.get("traceback", []))
             if not traceback:
                 traceback = f"{output.get('ename')}: {output.get('evalue')}"
-            return [_error_block(traceback)]
+            return [self._text(traceback, ["livecells-error"])]
         if kind in {"execute_result", "display_data"}:
             return self._mime_nodes(output.get("data", {}))
         return []
+
+    def _text(self, text: str, classes: Sequence[str]) -> nodes.Element:
+        """A preformatted output block; HTML keeps ANSI colours as escaped spans, others drop them."""
+        if self.format == "html" and "\x1b" in text:
+            names = " ".join(["output", "livecells-output", *classes, "highlight-none", "notranslate"])
+            markup = (
+                f'<div class="{names}"><div class="highlight"><pre>{ansi_to_html(text)}</pre></div></div>\n'
+            )
+            return nodes.raw("", markup, format="html")
+        return _text_block(strip_ansi(text), classes)
 
     def _mime_nodes(self, data: dict[str, Any]) -> list[nodes.Node]:
         for mime in _mime_order(self.format, self.config_.allow_html):
@@ -301,7 +318,7 @@ class RenderLiveCells(SphinxPostTransform):
                 if node is not None:
                     return [node]
                 continue
-            return [_text_block(strip_ansi(str(value)), ["livecells-result"])]
+            return [self._text(str(value), ["livecells-result"])]
         return []
 
     def _image(self, mime: str, value: str) -> nodes.Node | None:
@@ -339,9 +356,13 @@ class RenderLiveCells(SphinxPostTransform):
         spec = self.config_.frameworks[framework]
         if shown.source == "none":
             recorded = any(isinstance(n, live_recorded) for n in cell.children)
-            if not recorded or cell["hide_output"]:
-                return None
-            return _note("recorded output, from the page's source (not run in this build)", "livecells-meta")
+            reason = build_state(_app(self)).reasons.get((self.docname, framework))
+            if recorded and not cell["hide_output"]:
+                why = f"not run: {reason}" if reason else "not run in this build"
+                return _note(f"recorded output, from the page's source ({why})", "livecells-meta")
+            if reason:
+                return _note(f"not run: {reason}", "livecells-not-run")
+            return None
         session = shown.session or {}
         result = shown.result or {}
         provenance = session.get("provenance", {})
@@ -404,12 +425,6 @@ def _component(name: str, classes: Sequence[str] = (), children: Sequence[nodes.
 
 def _text_block(text: str, classes: Sequence[str]) -> nodes.literal_block:
     block = nodes.literal_block(text, text, classes=["output", "livecells-output", *classes])
-    block["language"] = "none"
-    return block
-
-
-def _error_block(text: str) -> nodes.literal_block:
-    block = nodes.literal_block(text, text, classes=["output", "livecells-output", "livecells-error"])
     block["language"] = "none"
     return block
 

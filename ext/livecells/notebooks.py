@@ -1,0 +1,271 @@
+"""Notebook downloads: each page with cells as one Jupyter notebook per framework it uses.
+
+While a page is written (from the render post-transform, in the main process, so ``-j`` is
+safe), HTML builders get ``_downloads/livecells/<docname>.<framework>.ipynb``: the page's prose
+as markdown cells, that framework's code cells in order with the outputs the page shows (the
+stored results that still match the page's code, see :mod:`.results`), and the framework's
+kernelspec. The render stage puts the returned "Download notebook" paragraph near the page's
+first tab set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from docutils import nodes
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from nbformat import v4
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.builders.html import StandaloneHTMLBuilder
+from sphinx.util.osutil import relative_uri
+
+from .config import FrameworkSpec, get_config
+from .directive import live_cell, live_recorded, live_settings
+from .plan import PagePlan, plans
+from .results import Matched, matched_results, stored_sessions
+
+DOWNLOAD_DIR = "_downloads/livecells"
+
+#: ``(kind, value, framework)``: see :func:`page_pieces`.
+Piece = tuple[str, Any, str | None]
+
+#: Nodes that say nothing in a notebook.
+_SKIPPED = (
+    nodes.comment, nodes.raw, nodes.target, nodes.system_message, nodes.substitution_definition,
+    live_recorded, live_settings, addnodes.toctree, addnodes.start_of_file,
+)
+
+
+#: The keys nbformat v4 allows in each kind of output.
+_OUTPUT_KEYS = {
+    "stream": ("name", "text"),
+    "error": ("ename", "evalue", "traceback"),
+    "execute_result": ("data", "metadata", "execution_count"),
+    "display_data": ("data", "metadata"),
+}
+
+
+def writes_notebooks(app: Sphinx) -> bool:
+    """HTML-like builders only: an epub or a PDF has nowhere to link a download to."""
+    from sphinx.builders._epub_base import EpubBuilder
+
+    builder = app.builder
+    return isinstance(builder, StandaloneHTMLBuilder) and not isinstance(builder, EpubBuilder)
+
+
+def notebook_path(docname: str, framework: str) -> str:
+    """Where a page's notebook lies, relative to the output folder."""
+    return f"{DOWNLOAD_DIR}/{docname}.{framework}.ipynb"
+
+
+def download_links(app: Sphinx, root: nodes.Element, docname: str) -> nodes.paragraph | None:
+    """Write the page's notebooks and return the paragraph that links them (None: no notebooks).
+
+    ``root`` holds the page's content: its doctree, or its part of an assembled one.
+    """
+    if not writes_notebooks(app):
+        return None
+    plan = plans(app.env).get(docname)
+    if plan is None:
+        return None
+    config = get_config(app)
+    matched = matched_results(plan, stored_sessions(app, docname))
+    pieces = page_pieces(root)
+    title = _page_title(app, docname)
+    try:
+        base = app.builder.get_target_uri(docname)
+    except Exception:
+        base = docname
+    para = nodes.paragraph("", "", classes=["livecells-downloads"])
+    para += nodes.Text("Download notebook: ")
+    for session in plan.sessions(config.framework_names()):
+        spec = config.frameworks[session.framework]
+        notebook = build_notebook(plan, spec, matched, pieces, title)
+        target = Path(app.builder.outdir) / notebook_path(docname, spec.name)
+        _write(target, nbformat.writes(notebook) + "\n")
+        if len(para) > 1:
+            para += nodes.Text(" · ")
+        uri = relative_uri(base, notebook_path(docname, spec.name))
+        para += nodes.reference(spec.label, spec.label, refuri=uri, classes=["livecells-download"])
+    return para if len(para) > 1 else None
+
+
+def build_notebook(
+    plan: PagePlan,
+    spec: FrameworkSpec,
+    matched: Matched,
+    pieces: list[Piece],
+    title: str,
+) -> nbformat.NotebookNode:
+    """One framework's notebook of the page: markdown prose, code cells, their outputs."""
+    cells_by_index = {c.index: c for c in plan.cells if spec.name in c.frameworks}
+    notebook = v4.new_notebook()
+    markdown: list[str] = []
+    if not pieces or pieces[0][0] != "md" or not str(pieces[0][1]).startswith("# "):
+        markdown.append(f"# {title}")
+
+    def flush() -> None:
+        if markdown:
+            notebook.cells.append(v4.new_markdown_cell("\n\n".join(markdown)))
+            markdown.clear()
+
+    known = set(plan.frameworks)
+    for kind, value, framework in pieces:
+        if kind == "md":
+            if framework is None or framework == spec.name or framework not in known:
+                markdown.append(value)
+            continue
+        cell = cells_by_index.get(value)
+        if cell is None:
+            continue
+        flush()
+        result = matched.get((cell.index, spec.name), (None, None))[0]
+        code = v4.new_code_cell(cell.code)
+        if result is not None:
+            code.execution_count = result.get("execution_count")
+            code.outputs = notebook_outputs(result)
+        notebook.cells.append(code)
+    flush()
+    for number, cell in enumerate(notebook.cells):
+        cell["id"] = f"cell-{number}"  # stable ids: the same page gives the same file
+    notebook.metadata = {
+        "kernelspec": _kernelspec(spec.kernel),
+        "language_info": {"name": "python"},
+        "livecells": {"page": plan.docname, "framework": spec.name},
+    }
+    return notebook
+
+
+def notebook_outputs(result: dict[str, Any]) -> list[nbformat.NotebookNode]:
+    """A stored cell result's outputs as nbformat v4 outputs."""
+    outputs = []
+    for output in result.get("outputs", []):
+        keys = _OUTPUT_KEYS.get(output.get("output_type", ""))
+        if keys is not None:  # stored outputs are nbformat's; livecells' own keys are left out
+            outputs.append(v4.new_output(output["output_type"], **{k: output[k] for k in keys if k in output}))
+    if result.get("status") in {"timeout", "died"}:
+        error = result.get("error") or {}
+        outputs.append(
+            v4.new_output(
+                "error", ename=error.get("ename", "Error"), evalue=error.get("evalue", ""), traceback=[]
+            )
+        )
+    return outputs
+
+
+# -- the page's prose as markdown ------------------------------------------------------------------
+
+
+def page_pieces(root: nodes.Element) -> list[Piece]:
+    """The page in order: ``("md", text, framework)`` for prose (framework: ``None`` unless it
+    sits in a tab synced to one framework), ``("cell", index, None)`` for each cell."""
+    pieces: list[Piece] = []
+    _walk(root, 0, None, pieces)
+    return pieces
+
+
+def _walk(node: nodes.Element, depth: int, framework: str | None, pieces: list[Piece]) -> None:
+    for child in node.children:
+        if isinstance(child, live_cell):
+            pieces.append(("cell", child["index"], None))
+        elif isinstance(child, _SKIPPED) or not isinstance(child, nodes.Element):
+            continue
+        elif isinstance(child, nodes.section):
+            _walk(child, depth + 1, framework, pieces)
+        elif isinstance(child, nodes.title):
+            pieces.append(("md", "#" * max(1, min(depth, 6)) + " " + _inline(child), framework))
+        elif isinstance(child, nodes.paragraph):
+            if "livecells-downloads" not in child["classes"]:
+                pieces.append(("md", _inline(child), framework))
+        elif isinstance(child, nodes.literal_block):
+            pieces.append(("md", "```\n" + child.astext() + "\n```", framework))
+        elif isinstance(child, nodes.math_block):
+            pieces.append(("md", "$$\n" + child.astext() + "\n$$", framework))
+        elif isinstance(child, (nodes.bullet_list, nodes.enumerated_list)):
+            ordered = isinstance(child, nodes.enumerated_list)
+            lines = [
+                (f"{n}. " if ordered else "- ") + " ".join(item.astext().split())
+                for n, item in enumerate(child.children, start=1)
+            ]
+            pieces.append(("md", "\n".join(lines), framework))
+        elif child.get("design_component") == "tab-item" and len(child) and "sync_id" in child[0]:
+            # A prose tab of a tab set synced by framework (d2lbook's per-framework text).
+            _walk(child, depth, child[0]["sync_id"], pieces)
+        else:
+            _walk(child, depth, framework, pieces)
+
+
+def _inline(node: nodes.Element) -> str:
+    """Text with the inline markup that markdown has."""
+    parts = []
+    for child in node.children:
+        if isinstance(child, nodes.Text):
+            parts.append(child.astext())
+        elif isinstance(child, nodes.literal):
+            parts.append(f"`{child.astext()}`")
+        elif isinstance(child, nodes.strong):
+            parts.append(f"**{_inline(child)}**")
+        elif isinstance(child, nodes.emphasis):
+            parts.append(f"*{_inline(child)}*")
+        elif isinstance(child, nodes.math):
+            parts.append(f"${child.astext()}$")
+        elif isinstance(child, nodes.reference) and child.get("refuri", "").startswith(("http:", "https:")):
+            parts.append(f"[{child.astext()}]({child['refuri']})")
+        elif isinstance(child, nodes.Element):
+            parts.append(_inline(child))
+    return "".join(parts).replace("\n", " ")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _page_title(app: Sphinx, docname: str) -> str:
+    title = app.env.titles.get(docname)
+    return title.astext() if title is not None else docname
+
+
+def _kernelspec(name: str) -> dict[str, str]:
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+    except (NoSuchKernel, OSError, ValueError):
+        return {"name": name, "display_name": name, "language": "python"}
+    return {"name": name, "display_name": spec.display_name, "language": spec.language or "python"}
+
+
+def _write(path: Path, text: str) -> None:
+    """Write unless the file already holds exactly this (keeps its date for rsync and browsers)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def prune_notebooks(app: Sphinx, exception: BaseException | None) -> None:
+    """Drop notebooks of pages (or a page's frameworks) that no longer have cells."""
+    if exception is not None or not writes_notebooks(app):
+        return
+    folder = Path(app.builder.outdir) / DOWNLOAD_DIR
+    if not folder.is_dir():
+        return
+    config = get_config(app)
+    wanted = {
+        notebook_path(docname, session.framework)
+        for docname, plan in plans(app.env).items()
+        for session in plan.sessions(config.framework_names())
+    }
+    for path in folder.rglob("*.ipynb"):
+        if path.relative_to(app.builder.outdir).as_posix() not in wanted:
+            path.unlink(missing_ok=True)
+
+
+def setup_notebooks(app: Sphinx) -> None:
+    """The render post-transform calls :func:`download_links`; stale files go at the end."""
+    app.connect("build-finished", prune_notebooks)

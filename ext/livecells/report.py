@@ -1,0 +1,312 @@
+"""``.. live-report::``: the execution table of the whole site, with a chart of run times.
+
+The directive leaves a placeholder; when the page is written (a post-transform) it becomes a
+table with one row per (page, framework) session — status, cells, run time, device, when and
+where it ran, and whether this build ran it or it came from the store — a summary line, and (for
+HTML) an SVG bar chart of run time per page and framework. The page holding the report is
+rewritten whenever what it would show changes, although its source did not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from html import escape
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.environment import BuildEnvironment
+from sphinx.environment.collectors import EnvironmentCollector
+from sphinx.errors import NoUri
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import make_refnode
+
+from .config import app_of, get_config
+from .pipeline import build_state, store_of
+from .plan import CellPlan, plans
+from .store import StoreProblem
+
+#: Bar colours, one per framework in configured order (colour-blind safe).
+PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
+
+
+class live_report(nodes.General, nodes.Element):  # noqa: N801
+    """Where the execution report goes; replaced when the page is written."""
+
+
+class LiveReportDirective(SphinxDirective):
+    """``.. live-report::`` (no arguments, no content)."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        node = live_report()
+        self.set_source_info(node)
+        return [node]
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One (page, framework) session as the report shows it."""
+
+    docname: str
+    framework: str
+    status: str  # the stored status, "not run", or "store damaged"
+    cells: int
+    errors: int
+    seconds: float | None  # the cells' run time, summed
+    device: str = ""
+    date: str = ""
+    host: str = ""
+    origin: str = ""  # "this build", "store" or ""
+    outdated: bool = False  # stored for other code than the page now has
+
+
+def report_rows(app: Sphinx) -> list[ReportRow]:
+    """Every session of the site, from the plans and the store, in page order."""
+    config = get_config(app)
+    store = store_of(app)
+    run_id = build_state(app).run_id
+    rows = []
+    for docname, page in sorted(plans(app.env).items()):
+        try:
+            sessions = store.load(docname)["sessions"]
+            damaged = False
+        except StoreProblem:
+            sessions, damaged = {}, True
+        for session in page.sessions(config.framework_names()):
+            record = sessions.get(session.framework)
+            if not record:
+                status = "store damaged" if damaged else "not run"
+                rows.append(ReportRow(docname, session.framework, status, len(session.cells), 0, None))
+                continue
+            cells = record.get("cells", [])
+            times = [c["time"] for c in cells if isinstance(c.get("time"), (int, float))]
+            provenance = record.get("provenance", {})
+            rows.append(
+                ReportRow(
+                    docname=docname,
+                    framework=session.framework,
+                    status=str(record.get("status", "?")),
+                    cells=len(session.cells),
+                    errors=_unexpected_errors(cells, session.cells),
+                    seconds=sum(times) if times else None,
+                    device=str(provenance.get("device", "")),
+                    date=str(provenance.get("date", "")),
+                    host=str(provenance.get("host", "")),
+                    origin="this build" if record.get("run_id") == run_id else "store",
+                    outdated=record.get("key") != session.code_key(),
+                )
+            )
+    return rows
+
+
+def _unexpected_errors(cells: list[dict[str, Any]], plan_cells: tuple[CellPlan, ...]) -> int:
+    """Stored cells that did not run cleanly, less the errors their ``:raises:`` expects."""
+    by_index = {c.index: c for c in plan_cells}
+    count = 0
+    for cell in cells:
+        status = cell.get("status")
+        if status in {"ok", None}:
+            continue
+        plan = by_index.get(cell.get("index", -1))
+        ename = (cell.get("error") or {}).get("ename", "")
+        if status == "error" and plan is not None and plan.expects(ename):
+            continue
+        count += 1
+    return count
+
+
+def summary_line(rows: list[ReportRow], execute: str) -> str:
+    """``N sessions on P pages: R run in this build, S from the store, ...; total cell time``."""
+    ran = sum(1 for r in rows if r.origin == "this build")
+    stored = sum(1 for r in rows if r.origin == "store")
+    not_run = sum(1 for r in rows if not r.origin)
+    failed = sum(1 for r in rows if r.origin and r.status != "ok")
+    total = sum(r.seconds or 0.0 for r in rows)
+    pages = len({r.docname for r in rows})
+    text = (
+        f"{len(rows)} sessions on {pages} pages: {ran} run in this build, {stored} from the store, "
+        f"{not_run} not run; {failed} failed; total cell time {_seconds(total)}."
+    )
+    if execute == "off":
+        text += " (livecells_execute = 'off': the pages show their recorded outputs.)"
+    return text
+
+
+def chart_svg(rows: list[ReportRow], labels: dict[str, str], titles: dict[str, str]) -> str:
+    """A horizontal bar chart of run time per page and framework, as standalone SVG text."""
+    timed = [r for r in rows if r.seconds is not None]
+    colours = {fw: PALETTE[i % len(PALETTE)] for i, fw in enumerate(labels)}
+    bar, gap, left, width, value_room = 16, 6, 260, 640, 80
+    height = 30 + len(timed) * (bar + gap)
+    longest = max((r.seconds or 0.0 for r in timed), default=0.0) or 1.0
+    scale = (width - left - value_room) / longest
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'font-family="sans-serif" font-size="12">',
+        "<title>Run time per page and framework</title>",
+    ]
+    for n, row in enumerate(timed):
+        y = 10 + n * (bar + gap)
+        label = f"{titles.get(row.docname, row.docname)} · {labels.get(row.framework, row.framework)}"
+        shown = label if len(label) <= 40 else label[:39] + "…"
+        length = max(1.0, (row.seconds or 0.0) * scale)
+        value = _seconds(row.seconds or 0.0)
+        parts.append(
+            f'<text x="{left - 6}" y="{y + bar - 4}" text-anchor="end" fill="currentColor">'
+            f"<title>{escape(label)}</title>{escape(shown)}</text>"
+        )
+        parts.append(
+            f'<rect x="{left}" y="{y}" width="{length:.1f}" height="{bar}" '
+            f'fill="{colours.get(row.framework, PALETTE[0])}">'
+            f"<title>{escape(label)}: {escape(value)}</title></rect>"
+        )
+        parts.append(
+            f'<text x="{left + length + 4:.1f}" y="{y + bar - 4}" fill="currentColor">{escape(value)}</text>'
+        )
+    axis_y = 10 + len(timed) * (bar + gap)
+    parts.append(f'<line x1="{left}" y1="4" x2="{left}" y2="{axis_y}" stroke="currentColor"/>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+class RenderLiveReport(SphinxPostTransform):
+    """Replace each ``live_report`` placeholder by the table, the summary and the chart."""
+
+    default_priority = 120
+
+    def run(self, **kwargs: Any) -> None:
+        placeholders = list(self.document.findall(live_report))
+        if not placeholders:
+            return
+        app = app_of(self.env)
+        config = get_config(app)
+        rows = report_rows(app)
+        labels = {name: spec.label for name, spec in config.frameworks.items()}
+        titles = {d: t.astext() for d, t in self.env.titles.items()}
+        for placeholder in placeholders:
+            out: list[nodes.Node] = [
+                nodes.paragraph("", summary_line(rows, config.execute), classes=["livecells-report-summary"])
+            ]
+            if rows:
+                out.append(self._table(app, rows, labels, titles))
+                if app.builder.format == "html" and any(r.seconds is not None for r in rows):
+                    svg = chart_svg(rows, labels, titles)
+                    out.append(nodes.raw("", svg, format="html", classes=["livecells-report-chart"]))
+            placeholder.replace_self(out)
+
+    def _table(
+        self, app: Sphinx, rows: list[ReportRow], labels: dict[str, str], titles: dict[str, str]
+    ) -> nodes.table:
+        headers = ["Page", "Framework", "Status", "Cells", "Run time", "Device", "Ran", "From"]
+        widths = [22, 10, 10, 5, 9, 12, 22, 10]  # in characters, for the text builder
+        table = nodes.table(classes=["livecells-report"])
+        group = nodes.tgroup(cols=len(headers))
+        table += group
+        for width in widths:
+            group += nodes.colspec(colwidth=width)
+        head = nodes.thead()
+        head += _row([nodes.Text(h) for h in headers])
+        group += head
+        body = nodes.tbody()
+        for row in rows:
+            status = row.status
+            if row.errors and row.status != "ok":
+                status += f", {row.errors} cell error(s)"
+            if row.outdated:
+                status += " (code changed since)"
+            when = row.date.replace("T", " ").replace("+00:00", " UTC")
+            ran = f"{when} on {row.host}" if row.host and when else when
+            body += _row(
+                [
+                    self._page_link(app, row.docname, titles.get(row.docname, row.docname)),
+                    nodes.Text(labels.get(row.framework, row.framework)),
+                    nodes.Text(status),
+                    nodes.Text(str(row.cells)),
+                    nodes.Text("—" if row.seconds is None else _seconds(row.seconds).replace(" ", "\u00a0")),
+                    nodes.Text(row.device or "—"),
+                    nodes.Text(ran or "—"),
+                    nodes.Text(row.origin or "—"),
+                ]
+            )
+        group += body
+        return table
+
+    def _page_link(self, app: Sphinx, docname: str, title: str) -> nodes.Node:
+        try:
+            return make_refnode(app.builder, self.env.docname, docname, "", nodes.inline("", title), title)
+        except NoUri:
+            return nodes.Text(title)
+
+
+class ReportCollector(EnvironmentCollector):
+    """Keeps the pages that hold a report in ``env.livecells_reports``."""
+
+    def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+        report_pages(env).discard(docname)
+
+    def merge_other(
+        self, app: Sphinx, env: BuildEnvironment, docnames: set[str], other: BuildEnvironment
+    ) -> None:
+        report_pages(env).update(report_pages(other) & docnames)
+
+    def process_doc(self, app: Sphinx, doctree: nodes.document) -> None:
+        if any(True for _ in doctree.findall(live_report)):
+            report_pages(app.env).add(app.env.docname)
+
+
+def report_pages(env: BuildEnvironment) -> set[str]:
+    if not hasattr(env, "livecells_reports"):
+        env.livecells_reports = set()  # type: ignore[attr-defined]
+    return env.livecells_reports  # type: ignore[attr-defined,no-any-return]
+
+
+def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
+    """The report pages, when what they would show differs from what they were written with."""
+    pages = report_pages(env)
+    if not pages:
+        return []
+    shown = [asdict(row) for row in report_rows(app)]
+    digest = hashlib.sha256(json.dumps([shown, get_config(app).execute], sort_keys=True).encode()).hexdigest()
+    # Per builder: builders that share one environment each write their own copy of the page.
+    if not hasattr(env, "livecells_report_digests"):
+        env.livecells_report_digests = {}  # type: ignore[attr-defined]
+    digests: dict[str, str] = env.livecells_report_digests  # type: ignore[attr-defined]
+    if digests.get(app.builder.name) == digest:
+        return []
+    digests[app.builder.name] = digest
+    return sorted(pages)
+
+
+def _row(cells: list[nodes.Node]) -> nodes.row:
+    row = nodes.row()
+    for content in cells:
+        row += nodes.entry("", nodes.paragraph("", "", content))
+    return row
+
+
+def _seconds(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f} s"
+    if value >= 1:
+        return f"{value:.2f} s"
+    return f"{value:.4f} s"
+
+
+def _skip(self: Any, node: nodes.Node) -> None:
+    raise nodes.SkipNode
+
+
+def setup_report(app: Sphinx) -> None:
+    app.add_directive("live-report", LiveReportDirective)
+    skip = (_skip, None)
+    app.add_node(live_report, html=skip, latex=skip, text=skip, man=skip, texinfo=skip)
+    app.add_env_collector(ReportCollector)
+    # After the pipeline's handler (priority 500) has run this build's sessions.
+    app.connect("env-updated", on_env_updated, priority=600)
+    app.add_post_transform(RenderLiveReport)
