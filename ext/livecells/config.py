@@ -92,6 +92,8 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
             raise ConfigError(f"framework name {name!r} must be an identifier other than 'all'")
         if not isinstance(settings, Mapping):
             raise ConfigError(f"settings of framework {name!r} must be a mapping")
+        # A framework livecells knows keeps its defaults (sync, gpu_used, ...) for what is unset.
+        settings = {**DEFAULT_FRAMEWORKS.get(name, {}), **settings}
         unknown = set(settings) - known
         if unknown:
             raise ConfigError(f"framework {name!r} has unknown keys {sorted(unknown)}")
@@ -138,6 +140,18 @@ def _jobs(value: Any) -> int | str:
 def _string(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError("must be a non-empty string")
+    return value
+
+
+def _executor(value: Any) -> str | Callable[[], Any]:
+    """``"local"``, a Dask scheduler address, or a function that returns a ``distributed.Client``."""
+    if callable(value):
+        return value
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            "must be 'local', a Dask scheduler address ('tcp://host:8786') or a function "
+            "returning a distributed.Client"
+        )
     return value
 
 
@@ -195,9 +209,13 @@ class LivecellsConfig:
         default=False,
         metadata=_meta("render text/html outputs as HTML", _bool, rebuild="html"),
     )
-    executor: str = field(
+    executor: str | Callable[[], Any] = field(
         default="local",
-        metadata=_meta("'local' or a Dask scheduler address", _string, rebuild=""),
+        metadata=_meta(
+            "'local', a Dask scheduler address, or a function returning a distributed.Client",
+            _executor,
+            rebuild="",
+        ),
     )
     output_limit: int = field(
         default=100_000,
@@ -231,7 +249,9 @@ def setup_config(app: Sphinx) -> None:
     """Register every field as a ``livecells_<name>`` config value."""
     for name, f in CONFIG_FIELDS.items():
         default = _raw_default(name)
-        types = {"timeout": (int, float), "jobs": (str, int)}.get(name, (type(default),))
+        types = {"timeout": (int, float), "jobs": (str, int), "executor": Any}.get(
+            name, (type(default),)
+        )
         app.add_config_value(
             f"livecells_{name}",
             default,

@@ -54,6 +54,10 @@ class BuildState:
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
     sessions: list[SessionSummary] = field(default_factory=list)
+    #: The GPUs one session can lease: this machine's, or one cluster worker's.
+    gpu_slots: int = 0
+    #: The Dask cluster sessions run on (livecells_executor), checked when the build starts.
+    cluster: Any = None
     #: Why a (page, framework) session did not run in this build, for the page to say.
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -122,8 +126,14 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     sessions = session_plans(env, config.framework_names())
     changed_pages: set[str] = set()
 
-    state.gpus = [] if config.device == "cpu" else detect_gpus()
-    if sessions and config.execute in {"auto", "force"}:
+    if state.cluster is not None:
+        # Sessions run on the cluster's workers: what counts is the GPUs one worker declares.
+        state.gpus = []
+        state.gpu_slots = 0 if config.device == "cpu" else state.cluster.gpus_per_worker
+    else:
+        state.gpus = [] if config.device == "cpu" else detect_gpus()
+        state.gpu_slots = len(state.gpus)
+    if sessions and config.execute in {"auto", "force"} and state.cluster is None:
         if state.gpus:
             names = ", ".join(sorted({g.name for g in state.gpus}))
             logger.info(f"livecells: {len(state.gpus)} GPU(s) found: {names}")
@@ -215,19 +225,19 @@ def _decide(
     if config.execute == "cache":
         return not_run("livecells_execute = 'cache' runs nothing")
     needed = session.settings.gpus
-    if config.device == "gpu" and not state.gpus:
+    if config.device == "gpu" and not state.gpu_slots:
         # A GPU is required and there is none: show what is stored (or recorded), run nothing.
         return not_run("no GPU on this machine (livecells_device = 'gpu')")
-    if needed and needed > len(state.gpus):
+    if needed and needed > state.gpu_slots:
         first = session.cells[0] if session.cells else None
         _warn(
             f"{session.name}: the page needs {needed} GPU(s) (live-settings :gpus:) but "
-            f"{len(state.gpus)} are available; the page is not run",
+            f"{state.gpu_slots} are available; the page is not run",
             "device",
             (session.docname, first.line) if first else session.docname,
         )
-        return not_run(f"the page needs {needed} GPU(s); this machine has {len(state.gpus)}")
-    gpus = len(state.gpus) and (1 if needed is None else needed)
+        return not_run(f"the page needs {needed} GPU(s); {state.gpu_slots} are available")
+    gpus = state.gpu_slots and (1 if needed is None else needed)
 
     framework = config.frameworks[session.framework]
     if session.framework not in fingerprints:
@@ -442,7 +452,16 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
 
 
 def on_builder_inited(app: Sphinx) -> None:
-    build_state(app)
+    state = build_state(app)
+    config = get_config(app)
+    if config.executor != "local" and config.execute in {"auto", "force"}:
+        # A scheduler that cannot be reached stops the build before any page is read.
+        from .dask_executor import check_executor
+
+        state.cluster = check_executor(config.executor)
+        logger.info(f"livecells: {state.cluster.describe()}")
+        for note in state.cluster.notes:
+            _warn(note, "executor")
 
 
 def setup_pipeline(app: Sphinx) -> None:

@@ -1,0 +1,558 @@
+"""Execute stage on a Dask cluster: each session is one Dask task that runs its kernel on a worker.
+
+:class:`DaskScheduler` is the :class:`~.execute.Scheduler` that ``livecells_executor =
+"tcp://host:port"`` (or a function returning a ``distributed.Client``) selects. Each job becomes
+one task, :func:`run_on_worker`, which starts a fresh local kernel on the worker in the page's
+folder (the source tree must be reachable there at the same path; the task checks), runs the
+cells with :func:`~.execute.run_session` and returns the session's plain-data record. Records come
+back to the Sphinx process, which alone writes the store (through ``on_done``).
+
+Devices: a job leasing GPUs asks for the worker resource ``GPU=n``; the worker lends it that many
+of its own GPUs (those ``CUDA_VISIBLE_DEVICES`` pins for the worker process). CPU jobs ask for a
+``livecells-slot`` when workers declare one, else rely on workers started with ``--nthreads 1``.
+
+Faults: a session whose worker dies is started once more elsewhere; if that worker dies too, the
+session is reported as a crash. Cancelling :meth:`DaskScheduler.run` (Ctrl-C) cancels the
+cluster's tasks, and a cancelled task stops its kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sphinx.errors import ConfigError, ExtensionError
+
+from .devices import GPU, Lease, detect_gpus
+from .execute import OnDone, OnStart, SessionJob, run_session, session_record
+from .kernel import CellResult, KernelSession
+
+GPU_RESOURCE = "GPU"
+#: Declared by workers that have more threads than CPU sessions they should run at once.
+SLOT_RESOURCE = "livecells-slot"
+#: Starts of one session: the first, and one more after its worker died.
+MAX_ATTEMPTS = 2
+#: How often a running task looks whether it was cancelled (seconds).
+WATCH_INTERVAL = 0.5
+_DEVICES_ATTRIBUTE = "_livecells_devices"
+
+Executor = str | Callable[[], Any]
+
+
+class ExecutorProblem(RuntimeError):
+    """The cluster cannot be used: ``distributed`` is missing, the scheduler cannot be reached, or
+    it has no workers."""
+
+
+def _distributed() -> Any:
+    """The ``distributed`` package (importing it also loads its part of Dask's configuration)."""
+    try:
+        import distributed
+    except ImportError:
+        raise ExecutorProblem(
+            "running sessions on a Dask cluster needs dask.distributed: "
+            "pip install 'livecells[dask]'"
+        ) from None
+    return distributed
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What the scheduler says about its workers when livecells connects."""
+
+    address: str
+    workers: int
+    threads: int
+    #: The most GPUs any one worker declares (``--resources GPU=k``): the most a session can get.
+    gpus_per_worker: int
+    total_gpus: int
+    #: Whether workers declare ``livecells-slot`` (then each CPU session takes one).
+    slots: bool
+    #: Set-ups that will give noisy timings, for the build to warn about.
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        gpus = f", {self.total_gpus} GPU(s)" if self.total_gpus else ", no GPU resources"
+        return (
+            f"Dask cluster at {self.address}: {self.workers} worker(s), "
+            f"{self.threads} thread(s){gpus}"
+        )
+
+
+def connect_timeout() -> float:
+    """Dask's own connection timeout (``distributed.comm.timeouts.connect``), in seconds."""
+    _distributed()
+    import dask
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
+
+
+def connect(executor: Executor, timeout: float) -> tuple[Any, bool]:
+    """A client of the cluster, and whether livecells owns it (and so closes it)."""
+    Client = _distributed().Client  # noqa: N806
+
+    if callable(executor):
+        try:
+            client = executor()
+        except Exception as err:  # noqa: BLE001 - the user's factory: any failure is reported
+            raise ExecutorProblem(f"the factory failed: {type(err).__name__}: {err}") from None
+        if not isinstance(client, Client):
+            raise ExecutorProblem(
+                f"the factory returned {type(client).__name__}, not a distributed.Client"
+            )
+        return client, False
+    try:
+        client = Client(executor, timeout=timeout, set_as_default=False)
+    except Exception as err:  # noqa: BLE001 - OSError, TimeoutError, ValueError for a bad address
+        raise ExecutorProblem(
+            f"the Dask scheduler at {executor} cannot be reached: {err or type(err).__name__}"
+        ) from None
+    return client, True
+
+
+def cluster_info(client: Any, timeout: float) -> ClusterInfo:
+    """Wait (up to ``timeout``) for a worker, then describe the cluster's workers."""
+    address = client.scheduler.address
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except Exception:  # noqa: BLE001 - TimeoutError; older versions raise others
+        raise ExecutorProblem(
+            f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)"
+        ) from None
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # distributed before 2025 always lists every worker
+        info = client.scheduler_info()
+    workers = info.get("workers", {})
+    gpus = [int(w.get("resources", {}).get(GPU_RESOURCE, 0)) for w in workers.values()]
+    slots = any(SLOT_RESOURCE in w.get("resources", {}) for w in workers.values())
+    notes = []
+    for name, worker in sorted(workers.items()):
+        threads = int(worker.get("nthreads", 1))
+        resources = worker.get("resources", {})
+        if threads > 1 and SLOT_RESOURCE not in resources:
+            notes.append(
+                f"worker {name} has {threads} threads and no {SLOT_RESOURCE} resource: up to "
+                f"{threads} CPU sessions may share it, and their timings will be noisy"
+            )
+    return ClusterInfo(
+        address=address,
+        workers=len(workers),
+        threads=sum(int(w.get("nthreads", 1)) for w in workers.values()),
+        gpus_per_worker=max(gpus, default=0),
+        total_gpus=sum(gpus),
+        slots=slots,
+        notes=tuple(notes),
+    )
+
+
+def describe_executor(executor: Executor) -> str:
+    """How messages name the executor: the address, or the factory's name."""
+    if callable(executor):
+        return f"{getattr(executor, '__qualname__', type(executor).__name__)}()"
+    return repr(executor)
+
+
+def check_executor(executor: Executor, timeout: float | None = None) -> ClusterInfo:
+    """Connect once and describe the cluster; an unreachable one is a :class:`ConfigError`.
+
+    Meant for ``builder-inited``, so that a wrong address stops the build before any page is read.
+    """
+    try:
+        timeout = connect_timeout() if timeout is None else timeout
+        client, owned = connect(executor, timeout)
+    except ExecutorProblem as err:
+        raise ConfigError(f"livecells_executor = {describe_executor(executor)}: {err}") from None
+    try:
+        return cluster_info(client, timeout)
+    except ExecutorProblem as err:
+        raise ConfigError(f"livecells_executor = {describe_executor(executor)}: {err}") from None
+    finally:
+        if owned:
+            client.close()
+
+
+def job_resources(job: SessionJob, slots: bool) -> dict[str, float] | None:
+    """The worker resources one session holds while it runs."""
+    if job.gpus:
+        return {GPU_RESOURCE: job.gpus}
+    return {SLOT_RESOURCE: 1} if slots else None
+
+
+def _task_key(job: SessionJob) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{job.plan.docname}-{job.plan.framework}")
+    return f"livecells-{name}-{uuid.uuid4().hex[:12]}"
+
+
+def _results(job: SessionJob, first: CellResult | None, reason: str) -> dict[int, CellResult]:
+    results = {
+        cell.index: CellResult(
+            status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []}
+        )
+        for cell in job.plan.cells
+    }
+    if first is not None and job.plan.cells:
+        results[job.plan.cells[0].index] = first
+    return results
+
+
+def failed_record(job: SessionJob, message: str, duration: float = 0.0) -> dict[str, Any]:
+    """The record of a session that could not run at all (status ``failed``)."""
+    record = session_record(job, Lease(()), _results(job, None, message), {}, message, duration)
+    record["provenance"].update(device="", host="", device_kind="")
+    return record
+
+
+def crash_record(
+    job: SessionJob, lost: Sequence[dict[str, str]], duration: float
+) -> dict[str, Any]:
+    """A session whose workers died on every attempt: reported like a dying kernel."""
+    where = " and ".join(f"{w['worker']} ({w['host']})" for w in lost)
+    died = CellResult(
+        status="died",
+        error={
+            "ename": "DeadKernelError",
+            "evalue": f"the Dask worker running this session died, {len(lost)} time(s) "
+            f"(on {where}); it is not run again",
+            "traceback": [],
+        },
+    )
+    results = _results(job, died, "not run: the worker running the session died")
+    record = session_record(job, Lease(()), results, {}, None, duration)
+    last = lost[-1] if lost else {"worker": "", "host": ""}
+    record["provenance"].update(device="", device_kind="", host=last["host"], worker=last["worker"])
+    record["provenance"].update(attempts=len(lost), lost_workers=[w["worker"] for w in lost])
+    return record
+
+
+class DaskScheduler:
+    """Runs sessions as Dask tasks on the workers of a cluster; see the module's docstring."""
+
+    def __init__(
+        self, executor: Executor, jobs: int | str = "auto", *, timeout: float | None = None
+    ) -> None:
+        self.executor = executor
+        #: The most sessions submitted at once ('auto': all; the cluster's resources bound them).
+        self.jobs = jobs if isinstance(jobs, int) else None
+        self.timeout = timeout
+
+    async def run(
+        self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
+    ) -> None:
+        if not jobs:
+            return
+        try:
+            timeout = connect_timeout() if self.timeout is None else self.timeout
+            client, owned = await asyncio.to_thread(connect, self.executor, timeout)
+        except ExecutorProblem as err:
+            raise self._error(err) from None
+        try:
+            info = await asyncio.to_thread(cluster_info, client, timeout)
+            batch = _ClusterRun(client, info, asyncio.get_running_loop(), on_start)
+            await batch.run(jobs, on_done, self.jobs)
+        except ExecutorProblem as err:
+            raise self._error(err) from None
+        finally:
+            if owned:
+                client.close()
+
+    def _error(self, problem: ExecutorProblem) -> ExtensionError:
+        where = describe_executor(self.executor)
+        return ExtensionError(f"livecells: livecells_executor = {where}: {problem}")
+
+
+class _ClusterRun:
+    """One :meth:`DaskScheduler.run`: its tasks, their start events, and their outcomes."""
+
+    def __init__(
+        self,
+        client: Any,
+        info: ClusterInfo,
+        loop: asyncio.AbstractEventLoop,
+        on_start: OnStart | None,
+    ) -> None:
+        self.client = client
+        self.info = info
+        self.loop = loop
+        self.on_start = on_start
+        self.topic = f"livecells-start-{uuid.uuid4().hex}"
+        self.jobs: dict[str, SessionJob] = {}
+        self.futures: dict[str, Any] = {}
+        self.done: dict[str, asyncio.Future[None]] = {}
+        self.starts: dict[str, list[dict[str, str]]] = {}
+        self.announced: set[str] = set()
+        self.gave_up: set[str] = set()
+
+    async def run(self, jobs: Sequence[SessionJob], on_done: OnDone, at_once: int | None) -> None:
+        limit = asyncio.Semaphore(at_once) if at_once else None
+        self.client.subscribe_topic(self.topic, self._on_event)
+        tasks = [asyncio.ensure_future(self._one(job, on_done, limit)) for job in jobs]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            pending = [f for f in self.futures.values() if not f.done()]
+            if pending:
+                with suppress(Exception):
+                    self.client.cancel(pending, force=True)
+            with suppress(Exception):
+                self.client.unsubscribe_topic(self.topic)
+
+    async def _one(self, job: SessionJob, on_done: OnDone, limit: asyncio.Semaphore | None) -> None:
+        token = _task_key(job)
+        self.jobs[token] = job
+        async with limit if limit is not None else nullcontext():
+            record = await self._execute(job, token)
+        self._announce(token)
+        on_done(job, record)
+
+    async def _execute(self, job: SessionJob, token: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        if job.gpus > self.info.gpus_per_worker:
+            return failed_record(
+                job,
+                f"no worker of the Dask cluster declares {job.gpus} GPU(s) "
+                f"(start workers with --resources {GPU_RESOURCE}=N)",
+            )
+        self.done[token] = self.loop.create_future()
+        future = self.client.submit(
+            run_on_worker,
+            job,
+            token,
+            self.topic,
+            key=token,
+            resources=job_resources(job, self.info.slots),
+            retries=1,
+            priority=job.weight,
+            pure=False,
+        )
+        self.futures[token] = future
+        future.add_done_callback(lambda _: self._threadsafe(self._finish, token))
+        await self.done[token]
+        duration = time.perf_counter() - started
+        if token in self.gave_up:
+            return crash_record(job, self.starts[token][:MAX_ATTEMPTS], duration)
+        lost = self.starts.get(token, [])[:-1]
+        record = await self._outcome(job, token, future, duration)
+        if lost:
+            record["provenance"]["attempts"] = len(lost) + 1
+            record["provenance"]["lost_workers"] = [w["worker"] for w in lost]
+        return record
+
+    async def _outcome(
+        self, job: SessionJob, token: str, future: Any, duration: float
+    ) -> dict[str, Any]:
+        """The record a finished task returned, or one that says why there is none."""
+        from distributed import KilledWorker
+
+        status = future.status
+        if status == "finished":
+            try:
+                return await asyncio.to_thread(future.result, 60)  # type: ignore[no-any-return]
+            except Exception as err:  # noqa: BLE001 - the data could not be fetched
+                message = f"its result could not be fetched from the cluster: {err}"
+                return failed_record(job, message, duration)
+        if status == "error":
+            error = await asyncio.to_thread(future.exception, 60)
+            if isinstance(error, KilledWorker):
+                lost = self.starts.get(token) or [{"worker": "?", "host": "?"}]
+                return crash_record(job, lost, duration)
+            message = f"the Dask task failed: {type(error).__name__}: {error}"
+            return failed_record(job, message, duration)
+        message = f"the Dask task ended as {status!r} (was the scheduler lost?)"
+        return failed_record(job, message, duration)
+
+    # -- events from the client's thread --------------------------------------------------------
+
+    def _threadsafe(self, callback: Callable[..., None], *args: Any) -> None:
+        with suppress(RuntimeError):  # the loop is closed: the run was cancelled
+            self.loop.call_soon_threadsafe(callback, *args)
+
+    def _on_event(self, event: tuple[float, Any]) -> None:
+        _, message = event
+        if isinstance(message, dict) and "token" in message:
+            self._threadsafe(self._started, message)
+
+    def _started(self, message: dict[str, str]) -> None:
+        token = message["token"]
+        if token not in self.jobs or token in self.gave_up:
+            return
+        attempts = self.starts.setdefault(token, [])
+        attempts.append({"worker": str(message.get("worker")), "host": str(message.get("host"))})
+        self._announce(token)
+        if len(attempts) > MAX_ATTEMPTS:
+            # Both workers died under it: stop here instead of letting Dask kill a third one.
+            self.gave_up.add(token)
+            future = self.futures.get(token)
+            if future is not None:
+                self.loop.run_in_executor(None, lambda: future.cancel(force=True))
+            self._finish(token)
+
+    def _finish(self, token: str) -> None:
+        done = self.done.get(token)
+        if done is not None and not done.done():
+            done.set_result(None)
+
+    def _announce(self, token: str) -> None:
+        if token in self.announced:
+            return
+        self.announced.add(token)
+        if self.on_start is not None:
+            self.on_start(self.jobs[token])
+
+
+# -- on the worker -------------------------------------------------------------------------------
+
+
+class DeviceProblem(RuntimeError):
+    """The worker cannot lend the GPUs a session asks for."""
+
+
+def own_gpus(declared: int, visible: Sequence[GPU], pinned: bool) -> tuple[list[GPU], str | None]:
+    """A worker's own GPUs: the first ``declared`` of those it sees, or why that is unclear.
+
+    ``visible`` is already limited by the worker's ``CUDA_VISIBLE_DEVICES`` (``pinned``), which
+    dask-cuda sets with the worker's own GPU first.
+    """
+    if declared <= 0:
+        return [], None
+    if declared > len(visible):
+        return [], f"it declares {GPU_RESOURCE}={declared} but sees {len(visible)} GPU(s)"
+    if len(visible) > declared and not pinned:
+        return [], (
+            f"it declares {GPU_RESOURCE}={declared} but sees {len(visible)} GPUs and "
+            "CUDA_VISIBLE_DEVICES is not set, so which are its own is unknown: pin each worker "
+            "to its GPUs with CUDA_VISIBLE_DEVICES (or use dask-cuda)"
+        )
+    return list(visible[:declared]), None
+
+
+class WorkerDevices:
+    """The GPUs of one worker process, each lent to one of its running sessions at a time."""
+
+    def __init__(self, gpus: Sequence[GPU], problem: str | None = None) -> None:
+        self.free = list(gpus)
+        self.problem = problem
+        self.lock = threading.Lock()
+
+    @classmethod
+    def of(cls, worker: Any) -> WorkerDevices:
+        """The worker's devices, found once per worker process and kept on the worker."""
+        devices = getattr(worker, _DEVICES_ATTRIBUTE, None)
+        if devices is None:
+            declared = int(worker.state.total_resources.get(GPU_RESOURCE, 0))
+            pinned = os.environ.get("CUDA_VISIBLE_DEVICES") is not None
+            gpus, problem = own_gpus(declared, detect_gpus() if declared else [], pinned)
+            # setdefault is atomic: two first sessions starting at once agree on one object.
+            devices = worker.__dict__.setdefault(_DEVICES_ATTRIBUTE, cls(gpus, problem))
+        return devices  # type: ignore[no-any-return]
+
+    @contextmanager
+    def lease(self, count: int) -> Iterator[Lease]:
+        if count <= 0:
+            yield Lease(())
+            return
+        with self.lock:
+            if self.problem:
+                raise DeviceProblem(self.problem)
+            if len(self.free) < count:
+                raise DeviceProblem(f"{count} GPU(s) asked for, {len(self.free)} free")
+            taken = tuple(self.free[:count])
+            del self.free[:count]
+        try:
+            yield Lease(taken)
+        finally:
+            with self.lock:
+                self.free = sorted([*self.free, *taken], key=lambda g: g.index)
+
+
+def source_problem(job: SessionJob) -> str | None:
+    """Why this machine cannot run the page (its folder or file is missing), if it cannot."""
+    plan = job.plan
+    if not os.path.isdir(plan.cwd):
+        return f"the page's folder {plan.cwd} does not exist there"
+    if not os.access(plan.source, os.R_OK):
+        return f"the page {plan.source} cannot be read there"
+    return None
+
+
+def _with_reachable_log(job: SessionJob) -> SessionJob:
+    """The job, without its kernel log if the log's folder cannot be made on this machine."""
+    if not job.log_path:
+        return job
+    try:
+        Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return replace(job, log_path=None)
+    return job
+
+
+def _still_wanted(worker: Any, key: str) -> bool:
+    """Whether the scheduler still wants the task ``key`` that this thread runs."""
+    tasks = getattr(getattr(worker, "state", None), "tasks", None)
+    if tasks is None:
+        return True
+    task = tasks.get(key)
+    return task is not None and task.state not in {"cancelled", "released", "forgotten"}
+
+
+async def _run_watched(
+    job: SessionJob, lease: Lease, wanted: Callable[[], bool]
+) -> dict[str, Any] | None:
+    """Run the session; stop it (and its kernel) if its task is cancelled meanwhile."""
+    # A plain launch: the kernel is the worker's own child, whatever the local default becomes.
+    session = asyncio.ensure_future(run_session(job, lease, session_factory=KernelSession))
+    while True:
+        finished, _ = await asyncio.wait({session}, timeout=WATCH_INTERVAL)
+        if finished:
+            return session.result()
+        if not wanted():
+            session.cancel()
+            with suppress(asyncio.CancelledError):
+                await session
+            return None
+
+
+def run_on_worker(job: SessionJob, key: str, topic: str) -> dict[str, Any]:
+    """The Dask task of one session: run it in a fresh kernel on this worker; return its record."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    host = socket.gethostname()
+    worker.log_event(topic, {"token": key, "worker": worker.address, "host": host})
+    started = time.perf_counter()
+    problem = source_problem(job)
+    record: dict[str, Any] | None = None
+    if problem is not None:
+        problem = (
+            f"the Dask worker {worker.address} on {host} cannot see the source tree: {problem} "
+            "(workers must reach the book's source folder at the same path, e.g. on a shared "
+            "file system)"
+        )
+    else:
+        try:
+            with WorkerDevices.of(worker).lease(job.gpus) as lease:
+                wanted = lambda: _still_wanted(worker, key)  # noqa: E731
+                record = asyncio.run(_run_watched(_with_reachable_log(job), lease, wanted))
+                if record is None:
+                    problem = "the session was cancelled"
+        except DeviceProblem as err:
+            problem = f"the Dask worker {worker.address} on {host} cannot lend GPUs: {err}"
+    if record is None:
+        record = failed_record(job, problem or "not run", time.perf_counter() - started)
+    record["provenance"]["worker"] = worker.address
+    record["provenance"]["host"] = host
+    return record

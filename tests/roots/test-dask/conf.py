@@ -1,0 +1,7 @@
+# Sessions run on a Dask cluster; tests/test_dask.py sets livecells_executor to its scheduler.
+extensions = ["livecells"]
+livecells_frameworks = {
+    "alpha": {"label": "Alpha", "kernel": "python3"},
+    "beta": {"label": "Beta", "kernel": "python3"},
+}
+livecells_timeout = 30
