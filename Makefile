@@ -28,6 +28,7 @@ pdf: $(STAMP)
 	$(BIN)/sphinx-build -M latexpdf docs _build -c . $(SPHINXOPTS)
 
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/build_speed.py
 
 clean:

@@ -1,0 +1,80 @@
+"""Fast unit tests of the parts that need no Sphinx build and no kernel."""
+
+from __future__ import annotations
+
+from livecells.ansi import ansi_to_html, strip_ansi
+from livecells.config import DEFAULT_FRAMEWORKS, TORCH_SYNC, read_config
+from livecells.execute import error_line
+from livecells.kernel import MAX_OUTPUTS, OutputCollector
+from livecells.render import clean_stream
+
+
+def test_known_frameworks_keep_their_defaults_when_partly_configured():
+    config = read_config(
+        {"frameworks": {"pytorch": {"label": "Torch", "kernel": "torch-cuda"}, "jax": {"label": "JAX"}}},
+        warn=lambda message: None,
+    )
+    torch = config.frameworks["pytorch"]
+    assert (torch.label, torch.kernel, torch.sync, torch.preload) == ("Torch", "torch-cuda", TORCH_SYNC, ("torch",))
+    assert config.frameworks["jax"].sync == "" and config.frameworks["jax"].kernel == "python3"
+    assert list(config.frameworks) == ["pytorch", "jax"]
+
+
+def test_bad_config_values_warn_and_fall_back():
+    warnings: list[str] = []
+    config = read_config(
+        {"execute": "sometimes", "timeout": -1, "frameworks": {"all": {}}, "latex_framework": "jax"},
+        warn=warnings.append,
+    )
+    assert config.execute == "auto" and config.timeout == 600
+    assert list(config.frameworks) == list(DEFAULT_FRAMEWORKS)
+    assert any("livecells_execute = 'sometimes'" in w for w in warnings)
+    assert any("livecells_timeout = -1" in w for w in warnings)
+    assert any("livecells_frameworks" in w for w in warnings)
+    assert any("livecells_latex_framework = 'jax'" in w for w in warnings)
+
+
+def test_ansi_is_stripped_or_turned_into_escaped_spans():
+    text = "\x1b[31mred <b>\x1b[0m plain \x1b[2K"
+    assert strip_ansi(text) == "red <b> plain "
+    assert ansi_to_html(text) == '<span class="ansi-red-fg">red &lt;b&gt;</span> plain '
+
+
+def test_streams_apply_carriage_returns_like_a_terminal():
+    assert clean_stream("progress 10%\rprogress 100%\ndone") == "progress 100%\ndone"
+
+
+def test_collector_merges_streams_and_caps_floods():
+    collector = OutputCollector(limit=10)
+    collector.handle("stream", {"name": "stdout", "text": "12345"})
+    collector.handle("stream", {"name": "stdout", "text": "67890abc"})
+    collector.handle("stream", {"name": "stderr", "text": "err"})
+    assert collector.outputs[0] == {"output_type": "stream", "name": "stdout", "text": "1234567890", "truncated": True}
+    assert collector.outputs[1]["text"] == "err"
+    for i in range(MAX_OUTPUTS + 5):
+        collector.handle("display_data", {"data": {"text/plain": str(i)}, "metadata": {}})
+    assert len(collector.outputs) == MAX_OUTPUTS + 1
+    assert "7 more output(s) left out" in collector.outputs[-1]["text"]  # 2 streams + 498 shown
+
+
+def test_collector_handles_clear_output_and_display_updates():
+    collector = OutputCollector(limit=100)
+    collector.handle("display_data", {"data": {"text/plain": "a"}, "metadata": {}, "transient": {"display_id": "d"}})
+    collector.handle("update_display_data", {"data": {"text/plain": "b"}, "metadata": {}, "transient": {"display_id": "d"}})
+    assert collector.outputs[0]["data"] == {"text/plain": "b"}
+    collector.handle("clear_output", {"wait": True})
+    collector.handle("stream", {"name": "stdout", "text": "after"})
+    assert [o.get("text") for o in collector.outputs] == ["after"]
+
+
+def test_collector_refuses_huge_images():
+    collector = OutputCollector(limit=100)
+    collector.handle("display_data", {"data": {"image/png": "A" * 20_000_000}, "metadata": {}})
+    output = collector.outputs[0]
+    assert "image/png" not in output["data"] and "left out" in output["livecells_refused"]
+
+
+def test_error_line_reads_the_cell_frame():
+    tb = ["\x1b[31mValueError\x1b[39m", "\x1b[36mCell\x1b[39m In[4], line 3\n----> 3 raise ValueError", "x"]
+    assert error_line({"execution_count": 4, "error": {"traceback": tb, "ename": "ValueError"}}) == 3
+    assert error_line({"execution_count": 5, "error": {"traceback": tb, "ename": "ValueError"}}) is None
