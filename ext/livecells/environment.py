@@ -15,10 +15,8 @@ import os
 import platform
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from .config import FrameworkSpec
 
@@ -36,8 +34,10 @@ def version(module):
     except Exception:
         return ""
 mods = json.loads(sys.argv[1])
+import site
 print(json.dumps({"python": platform.python_version(), "executable": sys.executable,
-                  "packages": {m: version(m) for m in mods}}))
+                  "packages": {m: version(m) for m in mods},
+                  "site_dirs": [d for d in sys.path if d.endswith("-packages")]}))
 """
 
 
@@ -47,6 +47,9 @@ class Fingerprint:
 
     info: dict[str, Any]
     problem: str | None = None  # why the kernel cannot be used, if it cannot
+    #: What :func:`evidence` reads to tell, without jupyter_client, that this still holds.
+    sources: dict[str, Any] = field(default_factory=dict)
+    proof: str = ""
 
     @property
     def digest(self) -> str:
@@ -71,11 +74,61 @@ def _in_process(modules: list[str]) -> dict[str, Any]:
         "python": platform.python_version(),
         "executable": sys.executable,
         "packages": {m: version(m) for m in modules},
+        "site_dirs": [d for d in sys.path if d.endswith("-packages")],
     }
+
+
+def evidence(sources: dict[str, Any]) -> str:
+    """A digest of what a fingerprint rests on: the kernelspec file, the interpreter, and the
+    names of the installed distributions (``*.dist-info`` carry their versions), so that an
+    upgrade, a new environment or an edited kernelspec changes it. Cheap: a few listdirs."""
+    digest = hashlib.sha256()
+    for path in [sources.get("kernel_json", ""), sources.get("executable", "")]:
+        try:
+            digest.update(path.encode() + open(path, "rb").read(65536) if path.endswith(".json") else
+                          f"{path}:{os.stat(path).st_size}".encode())
+        except OSError:
+            digest.update(b"<missing>" + path.encode())
+    for folder in sources.get("site_dirs", []):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith((".dist-info", ".egg-info", ".pth")))
+        except OSError:
+            names = ["<missing>"]
+        digest.update(folder.encode() + b"\0" + "\n".join(names).encode())
+    return digest.hexdigest()
+
+
+def cached_fingerprint(cache_file: str | os.PathLike[str], framework: FrameworkSpec) -> Fingerprint:
+    """``framework``'s fingerprint from ``cache_file`` while its evidence holds, else computed
+    anew (and the file updated). The file survives ``-E``; it is only a cache."""
+    key = json.dumps([framework.kernel, sorted(framework.preload)])
+    try:
+        with open(cache_file, encoding="utf-8") as handle:
+            cache = json.load(handle)
+    except (OSError, ValueError):
+        cache = {}
+    found = cache.get(key) if isinstance(cache, dict) else None
+    if isinstance(found, dict) and found.get("proof") and evidence(found.get("sources", {})) == found["proof"]:
+        return Fingerprint(found["info"], found.get("problem"), found["sources"], found["proof"])
+    fresh = fingerprint(framework)
+    if fresh.proof:
+        cache = cache if isinstance(cache, dict) else {}
+        cache[key] = {"info": fresh.info, "problem": fresh.problem, "sources": fresh.sources, "proof": fresh.proof}
+        try:
+            os.makedirs(os.path.dirname(os.fspath(cache_file)) or ".", exist_ok=True)
+            tmp = f"{os.fspath(cache_file)}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                json.dump(cache, handle)
+            os.replace(tmp, cache_file)
+        except OSError:
+            pass
+    return fresh
 
 
 def fingerprint(framework: FrameworkSpec) -> Fingerprint:
     """The fingerprint of ``framework``'s kernel; ``problem`` is set when it cannot run."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
     modules = sorted({m.split(".")[0] for m in framework.preload})
     try:
         spec = KernelSpecManager().get_kernel_spec(framework.kernel)
@@ -118,4 +171,9 @@ def fingerprint(framework: FrameworkSpec) -> Fingerprint:
             f"framework {framework.name!r}: {', '.join(missing)} not installed for kernel "
             f"{framework.kernel!r} ({details['executable']})"
         )
-    return Fingerprint(info, problem)
+    sources = {
+        "kernel_json": os.path.join(spec.resource_dir, "kernel.json"),
+        "executable": details["executable"],
+        "site_dirs": details.get("site_dirs", []),
+    }
+    return Fingerprint(info, problem, sources, evidence(sources))

@@ -131,6 +131,7 @@ async def run_session(
                 results[cell.index] = await kernel.run_cell(cell.code, timeout)
             if not kernel.broken:
                 probe = await kernel.probe()
+            probe["kernelspec"] = kernel.kernelspec
     except NoSuchKernel:
         message = f"no kernelspec named {job.framework.kernel!r} (see `jupyter kernelspec list`)"
     except (RuntimeError, OSError, asyncio.TimeoutError) as err:
@@ -190,6 +191,7 @@ def session_record(
             "framework_version": probe.get("framework_version", ""),
             "python": probe.get("python", ""),
             "kernel": job.framework.kernel,
+            "kernelspec": probe.get("kernelspec") or {},
             "livecells": __version__,
         },
     }

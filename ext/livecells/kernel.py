@@ -298,6 +298,8 @@ class KernelSession:
         self._log: Any = None
         #: Why the kernel can run no more cells (it died, or was stopped after a timeout).
         self.broken: str | None = None
+        #: The kernelspec's name, display name and language (for notebooks), once started.
+        self.kernelspec: dict[str, str] = {}
 
     async def __aenter__(self) -> KernelSession:
         try:
@@ -339,6 +341,13 @@ class KernelSession:
         await self.km.start_kernel(
             cwd=self.cwd, env=self._environment(), stdout=output, stderr=output
         )
+        spec = self.km.kernel_spec
+        if spec is not None:
+            self.kernelspec = {
+                "name": self.framework.kernel,
+                "display_name": spec.display_name,
+                "language": spec.language or "python",
+            }
         self.kc = self.km.client()
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=self.startup_timeout)

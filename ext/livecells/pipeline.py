@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
@@ -31,10 +31,13 @@ from sphinx.util.display import terminal_supports_colour
 
 from .config import WARNING_TYPE, LivecellsConfig, get_config
 from .devices import GPU, detect_gpus
-from .environment import Fingerprint, fingerprint
-from .execute import LocalScheduler, Scheduler, SessionJob, error_line, run_async, strip_ansi
+from .ansi import strip_ansi
 from .plan import SessionPlan, plans, session_plans
 from .store import OutputStore, StoreProblem
+
+if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
+    from .environment import Fingerprint
+    from .execute import Scheduler, SessionJob
 from .summary import Problem, SessionSummary, traceback_text, write_summary
 
 logger = logging.getLogger(__name__)
@@ -147,7 +150,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     damaged_reported: set[str] = set()
     for session in sessions:
         action, stored = _decide(app, config, state, store, session, fingerprints, damaged_reported)
-        if isinstance(action, SessionJob):
+        if not isinstance(action, str):
             jobs.append(action)
             continue
         origin = "store" if action == "cached" else "recorded"
@@ -239,9 +242,12 @@ def _decide(
         return not_run(f"the page needs {needed} GPU(s); {state.gpu_slots} are available")
     gpus = state.gpu_slots and (1 if needed is None else needed)
 
+    from .environment import cached_fingerprint
+
     framework = config.frameworks[session.framework]
     if session.framework not in fingerprints:
-        fingerprints[session.framework] = fingerprint(framework)
+        cache_file = Path(app.doctreedir) / "livecells-fingerprints.json"
+        fingerprints[session.framework] = cached_fingerprint(cache_file, framework)
     fp = fingerprints[session.framework]
     if fp.problem:
         if fp.problem not in state.problems:
@@ -262,6 +268,8 @@ def _decide(
         if leased_before and not gpus:
             # Never replace a GPU result by a CPU run when the code did not change.
             return "cached", stored
+    from .execute import SessionJob
+
     job = SessionJob(
         plan=session,
         framework=framework,
@@ -282,6 +290,8 @@ def make_scheduler(config: LivecellsConfig, gpus: list[GPU]) -> Scheduler:
         from .dask_executor import DaskScheduler
 
         return DaskScheduler(config.executor, jobs=config.jobs)
+    from .execute import LocalScheduler
+
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
     return LocalScheduler(gpus, jobs_at_once)
 
@@ -294,6 +304,8 @@ def _execute(
     jobs: list[SessionJob],
     changed_pages: set[str],
 ) -> None:
+    from .execute import run_async
+
     scheduler = make_scheduler(config, state.gpus)
     total = len(jobs)
     started = time.perf_counter()
@@ -381,6 +393,8 @@ def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tup
 
 def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool = False) -> list[Problem]:
     """Warn about one executed session's problems, each located at its cell (or failing line)."""
+    from .execute import error_line
+
     problems: list[Problem] = []
 
     def problem(kind: str, line: int, message: str, traceback: str = "") -> None:

@@ -295,8 +295,12 @@ class RenderLiveCells(SphinxPostTransform):
         return []
 
     def _text(self, text: str, classes: Sequence[str]) -> nodes.Element:
-        """A preformatted output block; HTML keeps ANSI colours as escaped spans, others drop them."""
-        if self.format == "html" and "\x1b" in text:
+        """A preformatted output block; HTML keeps ANSI colours as escaped spans, others drop them.
+
+        For HTML the markup is what Sphinx writes for an unhighlighted block, made here: output is
+        plain text, and a pygments pass per output block costs more than the rest of the render.
+        """
+        if self.format == "html":
             names = " ".join(["output", "livecells-output", *classes, "highlight-none", "notranslate"])
             markup = (
                 f'<div class="{names}"><div class="highlight"><pre>{ansi_to_html(text)}</pre></div></div>\n'
