@@ -20,6 +20,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ext"))
 
+import benchlib  # noqa: E402
+
 from livecells.config import FrameworkSpec, LivecellsConfig  # noqa: E402
 from livecells.forkserver import ForkServer  # noqa: E402
 from livecells.kernel import KernelSession  # noqa: E402
@@ -37,7 +39,7 @@ async def ready_time(
     return elapsed
 
 
-async def main(framework: FrameworkSpec, runs: int) -> None:
+async def main(framework: FrameworkSpec, runs: int, json_path: str | None) -> None:
     with tempfile.TemporaryDirectory() as cwd, ForkServer() as server:
         server.prepare(framework)
         await ready_time(framework, cwd, server.manager)  # template import + first fork: once
@@ -52,11 +54,16 @@ async def main(framework: FrameworkSpec, runs: int) -> None:
     for label, median, times in (("fresh kernel + import", a, fresh), ("forked kernel", b, forked)):
         print(f"{label:22} median {median:.3f} s  (all: {' '.join(f'{t:.3f}' for t in times)})")
     print(f"ratio fresh/forked: {a / b:.1f}x")
+    benchlib.write_json(json_path, {
+        "machine": benchlib.machine(), "framework": framework.name, "runs": runs,
+        "fresh": fresh, "forked": forked, "ratio": a / b,
+    })
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--framework", default="pytorch", help="pytorch or mxnet")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
-    asyncio.run(main(LivecellsConfig().frameworks[args.framework], args.runs))
+    asyncio.run(main(LivecellsConfig().frameworks[args.framework], args.runs, args.json))

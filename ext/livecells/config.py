@@ -217,6 +217,14 @@ class LivecellsConfig:
             rebuild="",
         ),
     )
+    fork_kernels: bool = field(
+        default=True,
+        metadata=_meta(
+            "start kernels by forking a process that has imported the framework (Linux)",
+            _bool,
+            rebuild="",
+        ),
+    )
     output_limit: int = field(
         default=100_000,
         metadata=_meta("characters of text kept per cell output stream", _positive_int),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import re
 import socket
 import time
@@ -60,30 +61,52 @@ class Scheduler(Protocol):
 
 
 class LocalScheduler:
-    """Runs sessions in local kernels, each holding an exclusive device lease."""
+    """Runs sessions in local kernels, each holding an exclusive device lease.
 
-    def __init__(self, gpus: Sequence[GPU], jobs: int) -> None:
+    With ``fork`` (the default), kernels are forked from a template process per framework that
+    has already imported it (:mod:`.forkserver`): the imports happen once per build, in parallel,
+    and before the first session is timed, never while one is.
+    """
+
+    def __init__(
+        self, gpus: Sequence[GPU], jobs: int, *, fork: bool = True, warn: Callable[[str], None] | None = None
+    ) -> None:
         self.pool = DevicePool(gpus, jobs)
+        self.fork = fork
+        self.warn = warn
 
     async def run(
         self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
     ) -> None:
         ordered = sorted(jobs, key=lambda j: -j.weight)
+        server = None
+        factory: Callable[..., KernelSession] = KernelSession
+        if self.fork and jobs:
+            from .forkserver import ForkServer
+
+            server = ForkServer(warn=self.warn)
+            factory = functools.partial(KernelSession, manager_factory=server.manager)
+        tasks: list[asyncio.Future[None]] = []
 
         async def one(job: SessionJob) -> None:
             async with self.pool.lease(job.gpus) as lease:
                 if on_start is not None:
                     on_start(job)
-                record = await run_session(job, lease)
+                record = await run_session(job, lease, session_factory=factory)
             on_done(job, record)
 
-        tasks = [asyncio.ensure_future(one(job)) for job in ordered]
         try:
+            if server is not None:
+                frameworks = {job.framework.name: job.framework for job in ordered}
+                await asyncio.gather(*(server.ready(fw) for fw in frameworks.values()))
+            tasks = [asyncio.ensure_future(one(job)) for job in ordered]
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if server is not None:
+                server.close()
 
 
 def now_iso() -> str:

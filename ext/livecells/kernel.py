@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
@@ -348,9 +350,12 @@ class KernelSession:
                 "display_name": spec.display_name,
                 "language": spec.language or "python",
             }
+        # A client that connects before the kernel listens retries every RECONNECT_IVL (ZMQ's
+        # default, 100 ms, is most of a forked kernel's start-up).
+        self.km.context.setsockopt(zmq.RECONNECT_IVL, 10)
         self.kc = self.km.client()
         self.kc.start_channels()
-        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        await self._wait_ready(self.startup_timeout)
         hook = "\n".join(
             [
                 f"SYNC = {self.framework.sync!r}",
@@ -370,6 +375,31 @@ class KernelSession:
             raise RuntimeError(
                 f"could not prepare the kernel: {content.get('ename')}: {content.get('evalue')}"
             )
+
+    async def _wait_ready(self, timeout: float) -> None:
+        """Wait until the kernel answers on shell and IOPub.
+
+        IOPub output for our own kernel_info request proves both channels work, at once;
+        jupyter_client's ``wait_for_ready`` then also waits 0.2 s for IOPub to fall quiet.
+        """
+        assert self.kc is not None and self.km is not None
+        deadline = time.monotonic() + timeout
+        interval = 0.02  # IOPub drops what the kernel publishes before it has subscribed: ask again
+        while True:
+            msg_id = self.kc.kernel_info()
+            retry_at = min(deadline, time.monotonic() + interval)
+            interval = min(interval * 1.5, 0.5)
+            while (left := retry_at - time.monotonic()) > 0:
+                try:
+                    msg = await self.kc.get_iopub_msg(timeout=left)
+                except Exception:  # queue.Empty: ask again
+                    break
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    return
+            if not await self.km.is_alive():
+                raise RuntimeError(f"the kernel died while starting ({self._death_reason()})")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
 
     async def _request(
         self,
@@ -532,6 +562,16 @@ class KernelSession:
             if kc is not None:
                 kc.stop_channels()
             if km is not None and km.has_kernel:
+                # Kill the process group, and see it gone at once: jupyter_client's own shutdown
+                # polls every 0.1 s, which is a third of a short session.
+                provisioner = km.provisioner
+                if provisioner is not None:
+                    with contextlib.suppress(Exception):
+                        await provisioner.kill()
+                        for _ in range(40):
+                            if await provisioner.poll() is not None:
+                                break
+                            await asyncio.sleep(0.005)
                 await km.shutdown_kernel(now=True)
         finally:
             if self._log is not None:

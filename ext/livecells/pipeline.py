@@ -293,7 +293,9 @@ def make_scheduler(config: LivecellsConfig, gpus: list[GPU]) -> Scheduler:
     from .execute import LocalScheduler
 
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
-    return LocalScheduler(gpus, jobs_at_once)
+    return LocalScheduler(
+        gpus, jobs_at_once, fork=config.fork_kernels, warn=lambda message: logger.info(f"livecells: {message}")
+    )
 
 
 def _execute(

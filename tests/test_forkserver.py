@@ -1,0 +1,243 @@
+"""Kernels forked from a pre-imported template: isolated like fresh ones, and gone after close()."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from conftest import kernel_processes
+from livecells.config import FrameworkSpec, LivecellsConfig
+from livecells.forkserver import ForkedProcess, ForkServer
+from livecells.kernel import KernelSession
+
+pytestmark = pytest.mark.usefixtures("no_kernel_left")
+
+TORCH = LivecellsConfig().frameworks["pytorch"]
+PLAIN = FrameworkSpec(name="alpha", label="Alpha")
+
+# Everything a session can tell about itself, asked before the cell imports anything.
+REPORT = """\
+import json as _j, os as _o, sys as _s
+print(_j.dumps({
+    "torch_bound": "torch" in globals(),
+    "torch_loaded": "torch" in _s.modules,
+    "pid": _o.getpid(), "pgid": _o.getpgid(0), "sid": _o.getsid(0), "ppid": _o.getppid(),
+    "cwd": _o.getcwd(),
+    "cuda": _o.environ.get("CUDA_VISIBLE_DEVICES"),
+    "marker": _o.environ.get("LIVECELLS_TEST_MARKER"),
+}))
+"""
+SEEDS = """\
+import json, random, numpy, torch
+print(json.dumps([random.random(), float(numpy.random.rand()), float(torch.rand(1))]))
+"""
+PLOT = """\
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3])
+plt.show()
+"""
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie that init has yet to reap."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def stdout(result: Any) -> str:
+    return "".join(o["text"] for o in result.outputs if o.get("name") == "stdout")
+
+
+async def torch_session(server: ForkServer, cwd: Path, device: int) -> dict[str, Any]:
+    session = KernelSession(
+        TORCH,
+        cwd=cwd,
+        devices=[device],
+        manager_factory=server.manager,
+        extra_env={"LIVECELLS_TEST_MARKER": str(device)},
+    )
+    async with session:
+        found: dict[str, Any] = {"process": session.km.provisioner.process}
+        found["report"] = json.loads(stdout(await session.run_cell(REPORT, 30)))
+        found["seeds"] = json.loads(stdout(await session.run_cell(SEEDS, 30)))
+        found["fd"] = await session.run_cell("import os; os.write(2, b'written to fd 2\\n')", 30)
+        found["plot"] = await session.run_cell(PLOT, 60)
+        found["interrupted"] = await session.run_cell("import time; time.sleep(60)", 2)
+        found["after"] = await session.run_cell("print('still here')", 30)
+        found["broken"] = session.broken
+    return found
+
+
+@pytest.fixture(scope="module")
+def torch_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two torch sessions launched at once from one template, and what each saw."""
+    first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
+    with ForkServer(per_session_env=["LIVECELLS_TEST_MARKER"]) as server:
+        server.prepare(TORCH)  # returns at once; ready() waits for the imports
+        template = next(iter(server.templates.values()))
+
+        async def both() -> list[dict[str, Any]]:
+            assert await server.ready(TORCH)
+            return await asyncio.gather(
+                torch_session(server, first, 0), torch_session(server, second, 1)
+            )
+
+        runs = run(both())
+        data = {"runs": runs, "dirs": [str(first), str(second)]}
+        data["fallbacks"], data["template"] = dict(server.fallbacks), template.process.pid
+    return data
+
+
+def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
+    assert torch_runs["fallbacks"] == {}
+    for found in torch_runs["runs"]:
+        assert isinstance(found["process"], ForkedProcess)
+        assert found["report"]["ppid"] == torch_runs["template"] != os.getpid()
+        assert found["report"]["torch_loaded"]  # imported once, in the template
+
+
+def test_each_kernel_has_its_own_process_group_cwd_and_env(torch_runs: dict[str, Any]) -> None:
+    reports = [found["report"] for found in torch_runs["runs"]]
+    assert reports[0]["pid"] != reports[1]["pid"]
+    for device, (report, cwd) in enumerate(zip(reports, torch_runs["dirs"])):
+        assert report["pgid"] == report["sid"] == report["pid"]
+        assert report["cwd"] == cwd
+        assert report["cuda"] == str(device)
+        assert report["marker"] == str(device)
+        assert not report["torch_bound"]  # nothing of the template in the user namespace
+
+
+def test_random_generators_are_reseeded(torch_runs: dict[str, Any]) -> None:
+    first, second = (found["seeds"] for found in torch_runs["runs"])
+    assert all(a != b for a, b in zip(first, second)), (first, second)
+
+
+def test_fd_output_figures_and_interrupts_work(torch_runs: dict[str, Any]) -> None:
+    for found in torch_runs["runs"]:
+        streams = [o for o in found["fd"].outputs if o["output_type"] == "stream"]
+        assert {"name": "stderr", "text": "written to fd 2\n"}.items() <= streams[0].items()
+        assert found["plot"].status == "ok"
+        assert any("image/png" in o.get("data", {}) for o in found["plot"].outputs)
+        assert found["interrupted"].status == "timeout"
+        assert found["broken"] is None
+        assert stdout(found["after"]) == "still here\n"
+
+
+def test_plain_kernel_finds_modules_in_its_folder_and_watches_its_parent(tmp_path: Path) -> None:
+    (tmp_path / "helper_mod.py").write_text("VALUE = 42\n")
+    log = tmp_path / "kernel.log"
+
+    async def session(server: ForkServer) -> tuple[str, str]:
+        factory = server.manager
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=factory, log_path=log) as k:
+            found = await k.run_cell("import helper_mod; print(helper_mod.VALUE)", 30)
+            poller = await k.run_cell(
+                "from ipykernel.kernelapp import IPKernelApp\n"
+                "import os; print(IPKernelApp.instance().parent_handle == os.getppid())",
+                30,
+            )
+            return stdout(found), stdout(poller)
+
+    with ForkServer() as server:
+        assert run(session(server)) == ("42\n", "True\n")
+        assert server.fallbacks == {}
+    assert "Ctrl-C will not work" not in log.read_text()
+
+
+def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
+    server = ForkServer()
+
+    spawn = "import subprocess; print(subprocess.Popen(['sleep', '60']).pid)"
+
+    async def session() -> tuple[int, int, int]:
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+            pid = k.km.provisioner.process.pid
+            template = next(iter(server.templates.values())).process.pid
+            helper = int(stdout(await k.run_cell(spawn, 30)))  # in the kernel's process group
+            assert alive(pid) and alive(helper) and kernel_processes()
+            server.close()  # the build ends (or is interrupted) with the kernel still up
+            await asyncio.sleep(0.2)
+            assert not await k.km.is_alive()
+            return pid, template, helper
+
+    pid, template, helper = run(session())
+    assert not [p for p in (pid, template, helper) if alive(p)]
+    assert kernel_processes() == []
+    server.close()  # twice is fine
+
+
+def test_dead_template_falls_back_to_a_normal_launch(tmp_path: Path) -> None:
+    warnings: list[str] = []
+
+    async def sessions(server: ForkServer) -> tuple[Any, Any, Any]:
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+            template = next(iter(server.templates.values()))
+            os.kill(template.process.pid, signal.SIGKILL)
+            template.process.wait()
+            died = await k.run_cell("print(1)", 30)  # the kernel dies with its template
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+            process = k.km.provisioner.process
+            later = await k.run_cell("print(2)", 30)
+        return died, process, later
+
+    with ForkServer(warn=warnings.append) as server:
+        died, process, later = run(sessions(server))
+    assert died.status == "died" and "SIGKILL" in died.error["evalue"]
+    assert isinstance(process, subprocess.Popen)
+    assert stdout(later) == "2\n"
+    assert len(warnings) == 1 and "the template exited with status -9" in warnings[0]
+
+
+def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
+    broken = FrameworkSpec(name="broken", label="Broken", preload=("no_such_module_livecells",))
+    warnings: list[str] = []
+
+    async def sessions(server: ForkServer, disabled: ForkServer) -> tuple[str, Any]:
+        assert not await server.ready(broken)
+        with pytest.raises(RuntimeError, match="could not prepare the kernel"):  # as without forks
+            async with KernelSession(broken, cwd=tmp_path, manager_factory=server.manager):
+                pass
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=disabled.manager) as k:
+            return stdout(await k.run_cell("print(3)", 30)), k.km.provisioner.process
+
+    with ForkServer(warn=warnings.append) as server, ForkServer(
+        warn=warnings.append, enabled=False
+    ) as disabled:
+        printed, process = run(sessions(server, disabled))
+    assert printed == "3\n" and isinstance(process, subprocess.Popen)
+    assert "a preload import failed" in warnings[0] and "no_such_module_livecells" in warnings[0]
+    assert "needs Linux" in warnings[1]
+
+
+def test_environment_a_preload_may_read_at_import_is_not_forked(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    ask = "import os; print(os.environ.get('LIVECELLS_TEST_SETTING'))"
+
+    async def sessions(server: ForkServer) -> list[tuple[Any, str]]:
+        found = []
+        for extra in ({"LIVECELLS_TEST_SETTING": "1"}, {}):
+            async with KernelSession(
+                PLAIN, cwd=tmp_path, manager_factory=server.manager, extra_env=extra
+            ) as k:
+                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, 30))))
+        return found
+
+    with ForkServer(warn=warnings.append) as server:
+        (first, setting), (second, unset) = run(sessions(server))
+    assert isinstance(first, subprocess.Popen) and setting == "1\n"
+    assert isinstance(second, ForkedProcess) and unset == "None\n"  # not broken for later ones
+    assert len(warnings) == 1
+    assert "differs from the template's in LIVECELLS_TEST_SETTING" in warnings[0]
