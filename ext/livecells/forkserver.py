@@ -45,7 +45,17 @@ if TYPE_CHECKING:
 #: kernels by "ipykernel" in the command line (tests/conftest.py) find them too.
 MARKER = "livecells-ipykernel-forkserver"
 #: What a kernel imports on its way to ready (~0.15 s), imported once in the template.
-KERNEL_MODULES = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell")
+# What every kernel imports while it initialises; imported once in the template instead
+# (ipykernel.debugger alone, through debugpy, is half of a kernel's own start-up).
+KERNEL_MODULES = (
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipykernel.debugger",
+    "ipykernel.comm",
+    "IPython.core.completer",
+)
+# Not matplotlib: imported before the kernel's shell exists, figures would no longer be shown.
 LAUNCHERS = ("ipykernel_launcher", "ipykernel")
 #: Variables a session may set differently from its template: none is read at import time.
 PER_SESSION_ENV = (
