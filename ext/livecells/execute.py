@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jupyter_client.kernelspec import NoSuchKernel
 
@@ -26,6 +26,9 @@ from .config import FrameworkSpec
 from .devices import GPU, DevicePool, Lease, cpu_name
 from .kernel import CellResult, KernelSession
 from .plan import SessionPlan
+
+if TYPE_CHECKING:
+    from .forkserver import ForkServer
 
 
 @dataclass(frozen=True)
@@ -68,23 +71,18 @@ class LocalScheduler:
     and before the first session is timed, never while one is.
     """
 
-    def __init__(
-        self, gpus: Sequence[GPU], jobs: int, *, fork: bool = True, warn: Callable[[str], None] | None = None
-    ) -> None:
+    def __init__(self, gpus: Sequence[GPU], jobs: int, *, fork_server: ForkServer | None = None) -> None:
         self.pool = DevicePool(gpus, jobs)
-        self.fork = fork
-        self.warn = warn
+        #: Owned by the build (it may have started templates while Sphinx read the pages).
+        self.fork_server = fork_server
 
     async def run(
         self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
     ) -> None:
         ordered = sorted(jobs, key=lambda j: -j.weight)
-        server = None
+        server = self.fork_server
         factory: Callable[..., KernelSession] = KernelSession
-        if self.fork and jobs:
-            from .forkserver import ForkServer
-
-            server = ForkServer(warn=self.warn)
+        if server is not None:
             factory = functools.partial(KernelSession, manager_factory=server.manager)
         tasks: list[asyncio.Future[None]] = []
 
@@ -105,8 +103,6 @@ class LocalScheduler:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if server is not None:
-                server.close()
 
 
 def now_iso() -> str:

@@ -38,6 +38,7 @@ from .store import OutputStore, StoreProblem
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
     from .environment import Fingerprint
     from .execute import Scheduler, SessionJob
+    from .forkserver import ForkServer
 from .summary import Problem, SessionSummary, traceback_text, write_summary
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class BuildState:
     gpu_slots: int = 0
     #: The Dask cluster sessions run on (livecells_executor), checked when the build starts.
     cluster: Any = None
+    #: Forks local kernels from processes that imported the frameworks (closed at the end).
+    fork_server: Any = None
     #: Why a (page, framework) session did not run in this build, for the page to say.
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -284,7 +287,7 @@ def _decide(
     return job, stored
 
 
-def make_scheduler(config: LivecellsConfig, gpus: list[GPU]) -> Scheduler:
+def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: ForkServer | None = None) -> Scheduler:
     """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
     if config.executor != "local":
         from .dask_executor import DaskScheduler
@@ -293,9 +296,7 @@ def make_scheduler(config: LivecellsConfig, gpus: list[GPU]) -> Scheduler:
     from .execute import LocalScheduler
 
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
-    return LocalScheduler(
-        gpus, jobs_at_once, fork=config.fork_kernels, warn=lambda message: logger.info(f"livecells: {message}")
-    )
+    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server)
 
 
 def _execute(
@@ -308,7 +309,7 @@ def _execute(
 ) -> None:
     from .execute import run_async
 
-    scheduler = make_scheduler(config, state.gpus)
+    scheduler = make_scheduler(config, state.gpus, fork_server_of(app))
     total = len(jobs)
     started = time.perf_counter()
     done = 0
@@ -442,6 +443,9 @@ def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool =
 def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     state = build_state(app)
     config = get_config(app)
+    if state.fork_server is not None:
+        state.fork_server.close()
+        state.fork_server = None
     if not state.sessions:
         return
     logger.info(
@@ -467,6 +471,53 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
         )
 
 
+def fork_server_of(app: Sphinx) -> ForkServer | None:
+    """The build's fork server (local execution with livecells_fork_kernels), made on first use."""
+    config = get_config(app)
+    if not config.fork_kernels or config.executor != "local":
+        return None
+    state = build_state(app)
+    if state.fork_server is None:
+        from .forkserver import ForkServer
+
+        state.fork_server = ForkServer(warn=lambda message: logger.info(f"livecells: {message}"))
+    return state.fork_server
+
+
+LIVE_CELL = re.compile(r"^\s*\.\. live-cell::\s*(.+)$", re.MULTILINE)
+
+
+def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
+    """Start importing the frameworks while Sphinx reads, when this build will probably run cells.
+
+    Only a guess, from the pages' text: a page to read that has cells of a framework and no
+    stored results, or a source newer than them. What runs is decided after reading, by keys;
+    a wrong guess costs only a background import.
+    """
+    config = get_config(app)
+    if config.execute not in {"auto", "force"} or fork_server_of(app) is None:
+        return
+    store = store_of(app)
+    wanted: set[str] = set()
+    for docname in docnames:
+        source = Path(env.doc2path(docname))
+        try:
+            text = source.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        names = {n.strip() for arg in LIVE_CELL.findall(text) for n in arg.replace(" ", ",").split(",")}
+        if not names:
+            continue
+        stored = store.path(docname)
+        if config.execute == "auto" and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
+            continue
+        wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
+    server = fork_server_of(app)
+    for name in config.framework_names():
+        if name in wanted and server is not None:
+            server.prepare(config.frameworks[name])
+
+
 def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
     config = get_config(app)
@@ -483,5 +534,6 @@ def on_builder_inited(app: Sphinx) -> None:
 def setup_pipeline(app: Sphinx) -> None:
     app.connect("builder-inited", on_builder_inited)
     app.connect("env-get-outdated", on_env_get_outdated)
+    app.connect("env-before-read-docs", on_env_before_read_docs)
     app.connect("env-updated", on_env_updated)
     app.connect("build-finished", on_build_finished)
