@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from io import StringIO
 from pathlib import Path
+from typing import Any
 
 from bs4 import BeautifulSoup
+from sphinx.testing.util import SphinxTestApp
 
 
 def soup(path: Path) -> BeautifulSoup:
@@ -30,3 +34,17 @@ def outputs(cell) -> str:
 
 def meta(cell) -> list[str]:
     return [p.get_text() for p in cell.select("p.livecells-meta")]
+
+
+def build_site(src: Path, builder: str = "html", **kwargs: Any) -> tuple[SphinxTestApp, str]:
+    """Build ``src`` with Sphinx's test app (kwargs go to it: confoverrides, freshenv, ...).
+
+    Returns the app, cleaned up, and its warnings with colour codes removed.
+    """
+    warnings = StringIO()
+    app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
+    try:
+        app.build()
+    finally:
+        app.cleanup()
+    return app, re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())

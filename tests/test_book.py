@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from io import StringIO
 from pathlib import Path
 
 import nbformat
@@ -17,26 +16,16 @@ import pytest
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import soup
+from helpers import build_site, soup
 from livecells.convert import convert_text
 
 DATA = Path(__file__).parent / "data" / "convert"
 
 
 def _build(src: Path, builder: str, builddir: Path | None = None, **overrides) -> tuple[SphinxTestApp, str]:
-    warnings = StringIO()
-    app = SphinxTestApp(
-        builder,
-        srcdir=src,
-        builddir=builddir,
-        confoverrides={f"livecells_{k}": v for k, v in overrides.items()},
-        warning=warnings,
+    return build_site(
+        src, builder, builddir=builddir, confoverrides={f"livecells_{k}": v for k, v in overrides.items()}
     )
-    try:
-        app.build()
-    finally:
-        app.cleanup()
-    return app, warnings.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,13 @@ import shutil
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
+from helpers import build_site
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -65,13 +64,8 @@ def site(tmp_path_factory, rootdir) -> dict[str, Any]:
     """Build the browser root once (real kernels); its pages, warnings and leftover kernels."""
     src = tmp_path_factory.mktemp("browser") / "src"
     shutil.copytree(rootdir / "test-browser", src)
-    warnings = StringIO()
-    app = SphinxTestApp("html", srcdir=src, warning=warnings)
-    try:
-        app.build()
-    finally:
-        app.cleanup()
-    return {"outdir": Path(app.outdir), "warnings": warnings.getvalue(), "kernels_left": kernel_processes()}
+    app, warnings = build_site(src)
+    return {"outdir": Path(app.outdir), "warnings": warnings, "kernels_left": kernel_processes()}
 
 
 @pytest.fixture(scope="module")

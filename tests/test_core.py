@@ -6,9 +6,7 @@ import json
 import re
 
 import pytest
-from sphinx.testing.util import SphinxTestApp
-
-from helpers import cell_with, cells, meta, outputs, soup
+from helpers import build_site, cell_with, cells, meta, outputs, soup
 from conftest import kernel_processes
 
 pytestmark = pytest.mark.slow
@@ -21,21 +19,14 @@ def built(tmp_path_factory, rootdir):
 
     src = tmp_path_factory.mktemp("core") / "src"
     shutil.copytree(rootdir / "test-core", src)
-    from io import StringIO
-
-    warnings = StringIO()
-    app = SphinxTestApp("html", srcdir=src, warning=warnings)
-    try:
-        app.build()
-    finally:
-        app.cleanup()
+    app, warnings = build_site(src)
     return {
         "app": app,
         "src": src,
         "index": soup(app.outdir / "index.html"),
         "sub": soup(app.outdir / "sub" / "page.html"),
         "html": (app.outdir / "index.html").read_text(encoding="utf-8"),
-        "warnings": warnings.getvalue(),
+        "warnings": warnings,
         "kernels_left": kernel_processes(),
     }
 

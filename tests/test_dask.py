@@ -19,7 +19,7 @@ from sphinx.errors import ConfigError, SphinxError
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import cells, outputs, soup
+from helpers import build_site, cells, outputs, soup
 
 distributed = pytest.importorskip("distributed")
 
@@ -51,22 +51,12 @@ def built(cluster, tmp_path_factory, rootdir):
     worker_pids = client.run(os.getpid)
     src = tmp_path_factory.mktemp("dask") / "src"
     shutil.copytree(rootdir / "test-dask", src)
-    warnings = StringIO()
-    app = SphinxTestApp(
-        "html",
-        srcdir=src,
-        warning=warnings,
-        confoverrides={"livecells_executor": local.scheduler_address},
-    )
-    try:
-        app.build()
-    finally:
-        app.cleanup()
+    app, warnings = build_site(src, confoverrides={"livecells_executor": local.scheduler_address})
     return {
         "app": app,
         "src": src,
         "pages": {name: soup(app.outdir / f"{name}.html") for name in PAGES},
-        "warnings": warnings.getvalue(),
+        "warnings": warnings,
         "worker_pids": worker_pids,
         "kernels_left": kernel_processes(),
     }

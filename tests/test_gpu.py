@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from io import StringIO
 
 import pytest
-from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import cell_with, meta, outputs, soup
+from helpers import build_site, cell_with, meta, outputs, soup
 from livecells.devices import detect_gpus
 
 GPUS = detect_gpus()
@@ -51,13 +49,8 @@ def built(tmp_path_factory):
     src = tmp_path_factory.mktemp("gpu")
     (src / "conf.py").write_text('extensions = ["livecells"]\n')
     (src / "index.rst").write_text(PAGE)
-    warnings = StringIO()
-    app = SphinxTestApp("html", srcdir=src, warning=warnings)
-    try:
-        app.build()
-    finally:
-        app.cleanup()
-    yield {"src": src, "page": soup(app.outdir / "index.html"), "warnings": warnings.getvalue()}
+    app, warnings = build_site(src)
+    yield {"src": src, "page": soup(app.outdir / "index.html"), "warnings": warnings}
     shutil.rmtree(src, ignore_errors=True)
 
 

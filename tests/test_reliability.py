@@ -20,7 +20,7 @@ from sphinx.errors import ExtensionError
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import cell_with, outputs, soup
+from helpers import build_site, cell_with, outputs, soup
 
 pytestmark = pytest.mark.slow
 
@@ -30,16 +30,11 @@ def bad(tmp_path_factory, rootdir):
     """One build of the bad-cells root, without -W: it must finish."""
     src = tmp_path_factory.mktemp("bad") / "src"
     shutil.copytree(rootdir / "test-bad", src)
-    warnings = StringIO()
-    app = SphinxTestApp("html", srcdir=src, warning=warnings)
-    try:
-        app.build()  # no exception: the build goes on
-    finally:
-        app.cleanup()
+    app, warnings = build_site(src)  # no exception: the build goes on
     return {
         "src": src,
         "out": app.outdir,
-        "warnings": re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue()),
+        "warnings": warnings,
         "state": app.livecells_state,
         "kernels_left": kernel_processes(),
     }

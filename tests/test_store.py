@@ -8,32 +8,21 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import cell_with, meta, outputs, soup
+from helpers import build_site, cell_with, meta, outputs, soup
 from livecells.store import FORMAT, OutputStore, StoreProblem
 
 
 def build(src: Path, *, fresh: bool = False, **overrides):
-    """Build ``src``; return the app's livecells state, the warnings and the index page."""
-    warnings = StringIO()
-    app = SphinxTestApp(
-        "html",
-        srcdir=src,
-        freshenv=fresh,
-        confoverrides={f"livecells_{k}": v for k, v in overrides.items()},
-        warning=warnings,
+    """Build ``src``; return the app's livecells state, the warnings and the app."""
+    app, warnings = build_site(
+        src, freshenv=fresh, confoverrides={f"livecells_{k}": v for k, v in overrides.items()}
     )
-    try:
-        app.build()
-    finally:
-        app.cleanup()
-    return app.livecells_state, warnings.getvalue(), app
+    return app.livecells_state, warnings, app
 
 
 @pytest.fixture

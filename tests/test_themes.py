@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import re
 import shutil
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup
-from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import cells, outputs, soup
+from helpers import build_site, cells, outputs, soup
 
 PAGES = ("index", "second")
 # Each cell prints "<page>-<set> <framework>", so a cell's output can be checked against its code.
@@ -26,18 +24,12 @@ MARK = re.compile(r'"(\w+-(?:one|two))"')
 
 
 def _build(src: Path, buildername: str = "html", **kwargs: Any) -> dict[str, Any]:
-    warnings = StringIO()
     # SphinxTestApp swaps alabaster for "basic" unless the theme is given as an override.
-    overrides = {"html_theme": "alabaster"}
-    app = SphinxTestApp(buildername, srcdir=src, warning=warnings, confoverrides=overrides, **kwargs)
-    try:
-        app.build()
-    finally:
-        app.cleanup()
+    app, warnings = build_site(src, buildername, confoverrides={"html_theme": "alabaster"}, **kwargs)
     return {
         "app": app,
         "outdir": Path(app.outdir),
-        "warnings": warnings.getvalue(),
+        "warnings": warnings,
         "kernels_left": kernel_processes(),
     }
 

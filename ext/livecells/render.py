@@ -30,7 +30,7 @@ from .ansi import ansi_to_html, strip_ansi
 from .notebooks import download_links
 from .pipeline import build_state
 from .plan import CellPlan
-from .results import groups_by_page, matched_results, stored_sessions
+from .results import format_seconds, groups_by_page, matched_results, stored_sessions
 
 logger = logging.getLogger(__name__)
 
@@ -237,30 +237,17 @@ class RenderLiveCells(SphinxPostTransform):
     # -- outputs -------------------------------------------------------------------------------
 
     def _outputs(self, cell: live_cell, shown: Shown, framework: str) -> list[nodes.Node]:
-        recorded = [n for n in cell.children if isinstance(n, live_recorded)]
         if shown.source == "none" or shown.result is None:
-            out: list[nodes.Node] = []
-            for node in recorded:
-                for block in node.children:
-                    copy = block.deepcopy()
-                    copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
-                    copy["language"] = "none"
-                    out.append(copy)
-            return out
+            return _recorded_blocks(cell)
         result = shown.result
-        out = []
+        out: list[nodes.Node] = []
         for output in result.get("outputs", []):
             out.extend(self._output_nodes(cell, output))
         status = result.get("status")
         if status == "not-run":
             reason = (result.get("error") or {}).get("evalue", "not run")
             out.append(_note(f"{reason}", "livecells-not-run"))
-            for node in recorded:
-                for block in node.children:
-                    copy = block.deepcopy()
-                    copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
-                    copy["language"] = "none"
-                    out.append(copy)
+            out.extend(_recorded_blocks(cell))
         elif status in {"timeout", "died"}:
             error = result.get("error") or {}
             out.append(self._text(f"{error.get('ename', 'Error')}: {error.get('evalue', '')}", ["livecells-error"]))
@@ -374,7 +361,7 @@ class RenderLiveCells(SphinxPostTransform):
         if prefix:
             parts.append(spec.label)
         if result.get("time") is not None and not cell["no_timing"]:
-            parts.append(_seconds(result["time"]))
+            parts.append(format_seconds(result["time"]))
         key = (id(cell.parent), framework)
         if key not in self.meta_done or shown.source == "stored":
             self.meta_done.add(key)
@@ -403,12 +390,17 @@ def _page_plan(env: Any, docname: str) -> Any:
     return plans(env).get(docname)
 
 
-def _seconds(value: float) -> str:
-    if value >= 100:
-        return f"{value:.0f} s"
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value:.4f} s"
+def _recorded_blocks(cell: live_cell) -> list[nodes.Node]:
+    """Copies of the cell's recorded output blocks, marked as recorded and never highlighted."""
+    blocks: list[nodes.Node] = []
+    for node in cell.children:
+        if isinstance(node, live_recorded):
+            for block in node.children:
+                copy = block.deepcopy()
+                copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
+                copy["language"] = "none"
+                blocks.append(copy)
+    return blocks
 
 
 def _signature(result: dict[str, Any] | None) -> str:

@@ -27,6 +27,7 @@ from sphinx.util.nodes import make_refnode
 from .config import app_of, get_config
 from .pipeline import build_state, store_of
 from .plan import CellPlan, plans
+from .results import format_seconds
 from .store import StoreProblem
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
@@ -130,7 +131,7 @@ def summary_line(rows: list[ReportRow], execute: str) -> str:
     pages = len({r.docname for r in rows})
     text = (
         f"{len(rows)} sessions on {pages} pages: {ran} run in this build, {stored} from the store, "
-        f"{not_run} not run; {failed} failed; total cell time {_seconds(total)}."
+        f"{not_run} not run; {failed} failed; total cell time {format_seconds(total)}."
     )
     if execute == "off":
         text += " (livecells_execute = 'off': the pages show their recorded outputs.)"
@@ -156,7 +157,7 @@ def chart_svg(rows: list[ReportRow], labels: dict[str, str], titles: dict[str, s
         label = f"{titles.get(row.docname, row.docname)} · {labels.get(row.framework, row.framework)}"
         shown = label if len(label) <= 40 else label[:39] + "…"
         length = max(1.0, (row.seconds or 0.0) * scale)
-        value = _seconds(row.seconds or 0.0)
+        value = format_seconds(row.seconds or 0.0)
         parts.append(
             f'<text x="{left - 6}" y="{y + bar - 4}" text-anchor="end" fill="currentColor">'
             f"<title>{escape(label)}</title>{escape(shown)}</text>"
@@ -228,7 +229,7 @@ class RenderLiveReport(SphinxPostTransform):
                     nodes.Text(labels.get(row.framework, row.framework)),
                     nodes.Text(status),
                     nodes.Text(str(row.cells)),
-                    nodes.Text("—" if row.seconds is None else _seconds(row.seconds).replace(" ", "\u00a0")),
+                    nodes.Text("—" if row.seconds is None else format_seconds(row.seconds).replace(" ", "\u00a0")),
                     nodes.Text(row.device or "—"),
                     nodes.Text(ran or "—"),
                     nodes.Text(row.origin or "—"),
@@ -290,12 +291,6 @@ def _row(cells: list[nodes.Node]) -> nodes.row:
     return row
 
 
-def _seconds(value: float) -> str:
-    if value >= 100:
-        return f"{value:.0f} s"
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value:.4f} s"
 
 
 def _skip(self: Any, node: nodes.Node) -> None:
