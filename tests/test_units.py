@@ -5,7 +5,7 @@ from __future__ import annotations
 from livecells.ansi import ansi_to_html, strip_ansi
 from livecells.config import DEFAULT_FRAMEWORKS, TORCH_SYNC, read_config
 from livecells.execute import error_line
-from livecells.kernel import MAX_OUTPUTS, OutputCollector
+from livecells.outputs import MAX_OUTPUTS, OutputCollector
 from livecells.render import clean_stream
 
 

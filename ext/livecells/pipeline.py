@@ -31,7 +31,6 @@ from sphinx.util.display import terminal_supports_colour
 
 from .config import WARNING_TYPE, LivecellsConfig, get_config
 from .devices import GPU, detect_gpus
-from .ansi import strip_ansi
 from .plan import SessionPlan, plans, session_plans
 from .store import OutputStore, StoreProblem
 
@@ -39,7 +38,8 @@ if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by buil
     from .environment import Fingerprint
     from .execute import Scheduler, SessionJob
     from .forkserver import ForkServer
-from .summary import Problem, SessionSummary, traceback_text, write_summary
+from .problems import report_session
+from .summary import Problem, SessionSummary, write_summary
 
 logger = logging.getLogger(__name__)
 
@@ -373,71 +373,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tuple[str, str]]:
-    """What was cut, refused or replaced in a cell's outputs, as (warning subtype, message)."""
-    found = []
-    for output in outputs:
-        if output.get("truncated"):
-            found.append(("output", f"{output.get('name')} output truncated (livecells_output_limit)"))
-        if output.get("livecells_note"):
-            found.append(("output", output.get("text", "").strip("[]\n")))
-        if output.get("livecells_refused"):
-            found.append(("output", output["livecells_refused"]))
-        if "\ufffd" in output.get("text", ""):
-            found.append(("output", f"{output.get('name')} held bytes that are not UTF-8 (shown as \ufffd)"))
-        html = output.get("data", {}).get("text/html", "")
-        html = "".join(html) if isinstance(html, list) else html
-        if not allow_html and "<script" in html.lower():
-            found.append(("html", "text/html output with <script> is shown as text (livecells_allow_html)"))
-    return found
-
-
-def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool = False) -> list[Problem]:
-    """Warn about one executed session's problems, each located at its cell (or failing line)."""
-    from .execute import error_line
-
-    problems: list[Problem] = []
-
-    def problem(kind: str, line: int, message: str, traceback: str = "") -> None:
-        _warn(message, kind, (plan.docname, line))
-        problems.append(Problem(kind, f"{plan.source}:{line}", message, traceback))
-
-    if record.get("message") and plan.cells:
-        problem("kernel", plan.cells[0].line, f"{plan.name}: {record['message']}")
-        return problems
-    by_index = {c["index"]: c for c in record["cells"]}
-    tag = f"live-cell [{plan.framework}]"
-    for cell in plan.cells:
-        result = by_index.get(cell.index)
-        if result is None:
-            continue
-        status = result["status"]
-        error = result.get("error") or {}
-        ename, evalue = error.get("ename", ""), error.get("evalue", "")
-        inner = error_line(result)
-        line = cell.code_line + inner - 1 if inner else cell.line
-        if status == "error" and not cell.expects(ename):
-            # IPython names a cell's code after a temporary file: "(1850221797.py, line 1)".
-            evalue = re.sub(r" \(\d+\.py, line \d+\)", "", evalue)
-            message = f"{ename}: {evalue}" if evalue.strip() else ename
-            problem("error", line, f"{tag}: {message}", traceback_text(result))
-        elif status == "timeout":
-            problem("timeout", line, f"{tag}: {evalue}")
-        elif status == "died":
-            problem("crash", line, f"{tag}: {evalue}")
-        elif status == "ok" and cell.raises is not None:
-            expected = ", ".join(cell.raises) or "an error"
-            problem("raises", line, f"{tag}: expected {expected} (:raises:), but the cell ran without error")
-        for kind, message in output_problems(result.get("outputs", []), allow_html):
-            problem(kind, cell.line, f"{tag}: {message}")
-        if status == "ok" and cell.stderr == "warn":
-            text = "".join(o.get("text", "") for o in result["outputs"] if o.get("name") == "stderr")
-            if strip_ansi(text).strip():
-                first_line = strip_ansi(text).strip().splitlines()[0]
-                problem("stderr", cell.line, f"{tag}: wrote to stderr: {first_line}")
-    return problems
 
 
 def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
