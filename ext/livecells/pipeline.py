@@ -430,7 +430,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     a wrong guess costs only a background import.
     """
     config = get_config(app)
-    if config.execute not in {"auto", "force"} or fork_server_of(app) is None:
+    if config.execute not in {"auto", "force"} or not config.fork_kernels or config.executor != "local":
         return
     store = store_of(app)
     wanted: set[str] = set()
@@ -447,6 +447,8 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         if config.execute == "auto" and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
             continue
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
+    if not wanted:
+        return  # nothing seems to need running: no fork server (and no jupyter_client import)
     server = fork_server_of(app)
     for name in config.framework_names():
         if name in wanted and server is not None:
