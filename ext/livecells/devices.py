@@ -8,7 +8,6 @@ guesses a page's needs from its code: a page asks for GPUs with ``live-settings 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import platform
 import shutil
@@ -135,6 +134,8 @@ class DevicePool:
     """Leases GPUs exclusively, and bounds how many sessions execute at once."""
 
     def __init__(self, gpus: Sequence[GPU], jobs: int) -> None:
+        import asyncio  # here, not at import: a build that runs nothing never needs it
+
         self.gpus = list(gpus)
         self.jobs = max(1, jobs)
         self._free = list(self.gpus)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 class BuildState:
     """What this build decided and did; kept on the app for the render stage and the summary."""
 
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = field(default_factory=lambda: os.urandom(16).hex())
     gpus: list[GPU] = field(default_factory=list)
     ran: int = 0
     cached: int = 0
