@@ -142,9 +142,6 @@ class DevicePool:
         self._changed = asyncio.Condition()
         self._running = 0
 
-    def can_serve(self, count: int) -> bool:
-        return count <= len(self.gpus)
-
     @asynccontextmanager
     async def lease(self, count: int) -> AsyncIterator[Lease]:
         async with self._changed:

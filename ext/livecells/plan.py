@@ -15,10 +15,9 @@ import glob
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -145,8 +144,6 @@ class SessionPlan:
                 digest.update(b"<unreadable>")
         return digest.hexdigest()
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan | None:
@@ -231,13 +228,6 @@ def session_plans(env: BuildEnvironment, order: Iterable[str]) -> list[SessionPl
     for docname in sorted(plans(env)):
         result.extend(plans(env)[docname].sessions(order))
     return result
-
-
-def plans_by_page(sessions: Iterable[SessionPlan]) -> Mapping[str, list[SessionPlan]]:
-    grouped: dict[str, list[SessionPlan]] = {}
-    for session in sessions:
-        grouped.setdefault(session.docname, []).append(session)
-    return grouped
 
 
 def setup_plan(app: Sphinx) -> None:

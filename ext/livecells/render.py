@@ -429,10 +429,6 @@ def _note(text: str, *classes: str) -> nodes.paragraph:
     return nodes.paragraph(text, text, classes=list(classes))
 
 
-def _visit_skip(self: Any, node: nodes.Node) -> None:
-    raise nodes.SkipNode
-
-
 def setup_render(app: Sphinx) -> None:
     app.add_post_transform(RenderLiveCells)
     app.add_css_file("livecells.css")
