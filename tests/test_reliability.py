@@ -204,13 +204,15 @@ def test_an_interrupted_build_stops_quickly_and_leaves_nothing(tmp_path, rootdir
         time.sleep(0.1)
     time.sleep(0.3)
     kernel_pid, child_pid = (int(n) for n in marker.read_text().split())
+    templates = [p for p in psutil.Process(proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
+    assert templates, "the kernel should come from a fork-server template"
     proc.send_signal(signum)
     started = time.monotonic()
     proc.communicate(timeout=60)
     assert time.monotonic() - started < 20
     assert proc.returncode != 0
     time.sleep(0.5)
-    for pid in (kernel_pid, child_pid):
+    for pid in (kernel_pid, child_pid, *(t.pid for t in templates)):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
     # The store holds what finished, and parses.
     stored = json.loads((src / "_livecells" / "index.json").read_text())

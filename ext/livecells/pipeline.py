@@ -10,6 +10,7 @@ without their source changing (a ``:depends:`` file, or the store itself).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -416,6 +417,8 @@ def fork_server_of(app: Sphinx) -> ForkServer | None:
         from .forkserver import ForkServer
 
         state.fork_server = ForkServer(warn=lambda message: logger.info(f"livecells: {message}"))
+        # Ctrl-C ends a build without build-finished: close the templates on the way out too.
+        atexit.register(state.fork_server.close)
     return state.fork_server
 
 
