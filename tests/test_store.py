@@ -256,3 +256,11 @@ def test_cli_report_and_clear(site, no_kernel_left):
     state, _, _ = build(site)
     assert state.ran == 1
     assert kernel_processes() == []
+
+
+def test_an_unmatched_depends_pattern_warns_once_per_page(site, no_kernel_left):
+    index = site / "index.rst"
+    index.write_text(index.read_text().replace(":depends: data/*.txt", ":depends: data/*.txt, missing/*.csv"))
+    _, warnings, _ = build(site)
+    assert warnings.count("'missing/*.csv' matches no file") == 1  # the page has two sessions
+    assert "[livecells.depends]" in warnings

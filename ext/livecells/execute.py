@@ -154,7 +154,8 @@ async def run_session(
     except NoSuchKernel:
         message = f"no kernelspec named {job.framework.kernel!r} (see `jupyter kernelspec list`)"
     except (RuntimeError, OSError, asyncio.TimeoutError) as err:
-        message = f"the {job.framework.name} kernel could not be started: {err or type(err).__name__}"
+        what = "failed during the session" if results else "could not be started"
+        message = f"the {job.framework.name} kernel {what}: {err or type(err).__name__}"
     except Exception as err:  # noqa: BLE001 - a problem of one session must not end the build
         message = f"livecells could not run the session: {type(err).__name__}: {err}"
     for cell in plan.cells:

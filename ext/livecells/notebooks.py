@@ -23,7 +23,7 @@ from sphinx.util.osutil import relative_uri
 from .config import FrameworkSpec, get_config
 from .directive import live_cell, live_recorded, live_settings
 from .plan import PagePlan, plans
-from .results import Matched, matched_results, stored_sessions
+from .results import Matched
 
 DOWNLOAD_DIR = "_downloads/livecells"
 
@@ -59,10 +59,17 @@ def notebook_path(docname: str, framework: str) -> str:
     return f"{DOWNLOAD_DIR}/{docname}.{framework}.ipynb"
 
 
-def download_links(app: Sphinx, root: nodes.Element, docname: str) -> nodes.paragraph | None:
+def download_links(
+    app: Sphinx,
+    root: nodes.Element,
+    docname: str,
+    sessions: dict[str, dict[str, Any]],
+    matched: Matched,
+) -> nodes.paragraph | None:
     """Write the page's notebooks and return the paragraph that links them (None: no notebooks).
 
-    ``root`` holds the page's content: its doctree, or its part of an assembled one.
+    ``root`` holds the page's content: its doctree, or its part of an assembled one; ``sessions``
+    and ``matched`` are the page's stored sessions and the results the page shows.
     """
     if not writes_notebooks(app):
         return None
@@ -70,8 +77,6 @@ def download_links(app: Sphinx, root: nodes.Element, docname: str) -> nodes.para
     if plan is None:
         return None
     config = get_config(app)
-    sessions = stored_sessions(app, docname)
-    matched = matched_results(plan, sessions)
     pieces = page_pieces(root)
     title = _page_title(app, docname)
     try:

@@ -32,7 +32,7 @@ from sphinx.util.display import terminal_supports_colour
 
 from .config import WARNING_TYPE, LivecellsConfig, get_config
 from .devices import GPU, detect_gpus
-from .plan import SessionPlan, plans, session_plans
+from .plan import SessionPlan, plans, session_keys, session_plans
 from .store import OutputStore, StoreProblem
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
@@ -115,7 +115,7 @@ def on_env_get_outdated(
         if seen is None or seen.get("mode") != _mode_signature(config):
             outdated.append(docname)
             continue
-        keys = {s.framework: s.code_key() for s in page.sessions(config.framework_names())}
+        keys, _ = session_keys(page, config.framework_names())
         if keys != seen.get("keys") or _file_digest(store.path(docname)) != seen.get("store"):
             outdated.append(docname)
     return outdated
@@ -149,11 +149,21 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
         else:
             logger.info("livecells: no GPU found; cells run on the CPU")
 
+    # Per page, once: its sessions' keys (reading its :depends: files) and its stored records.
+    keys: dict[str, dict[str, str]] = {}
+    for docname, page in plans(env).items():
+        keys[docname], unmatched = session_keys(page, config.framework_names())
+        for pattern in unmatched:
+            _warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
+    records: dict[str, dict[str, Any]] = {}
     fingerprints: dict[str, Fingerprint] = {}
     jobs: list[SessionJob] = []
-    damaged_reported: set[str] = set()
     for session in sessions:
-        action, stored = _decide(app, config, state, store, session, fingerprints, damaged_reported)
+        if session.docname not in records:
+            records[session.docname] = _stored_records(store, session.docname, config)
+        stored = records[session.docname].get(session.framework)
+        key = keys[session.docname][session.framework]
+        action = _decide(app, config, state, session, key, stored, fingerprints)
         if not isinstance(action, str):
             jobs.append(action)
             continue
@@ -176,10 +186,10 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     if jobs:
         _execute(app, config, state, store, jobs, changed_pages)
 
-    for docname, page in plans(env).items():
+    for docname in plans(env):
         _seen(env)[docname] = {
             "mode": _mode_signature(config),
-            "keys": {s.framework: s.code_key() for s in page.sessions(config.framework_names())},
+            "keys": keys[docname],
             "store": _file_digest(store.path(docname)),
         }
     for docname in list(_seen(env)):
@@ -200,35 +210,34 @@ def _conf_location(app: Sphinx, name: str) -> str | None:
     return f"{path}:0"
 
 
+def _stored_records(store: OutputStore, docname: str, config: LivecellsConfig) -> dict[str, Any]:
+    """The page's stored sessions by framework; a damaged file is reported (once) as none."""
+    if config.execute == "off":
+        return {}
+    try:
+        return store.load(docname)["sessions"]  # type: ignore[no-any-return]
+    except StoreProblem as problem:
+        _warn(str(problem), "store", location=docname)
+        return {}
+
+
 def _decide(
     app: Sphinx,
     config: LivecellsConfig,
     state: BuildState,
-    store: OutputStore,
     session: SessionPlan,
+    key: str,
+    stored: dict[str, Any] | None,
     fingerprints: dict[str, Fingerprint],
-    damaged_reported: set[str],
-) -> tuple[SessionJob | str, dict[str, Any] | None]:
-    """A job to run, or why not (``"cached"``: stored results stand; ``"skipped"``), and the
-    session's stored record."""
-    def not_run(reason: str) -> tuple[str, dict[str, Any] | None]:
-        state.reasons[(session.docname, session.framework)] = reason
-        return ("cached" if stored else "skipped"), stored
+) -> SessionJob | str:
+    """A job to run, or why not: ``"cached"`` (the stored results stand) or ``"skipped"``."""
 
-    stored: dict[str, Any] | None = None
+    def not_run(reason: str) -> str:
+        state.reasons[(session.docname, session.framework)] = reason
+        return "cached" if stored else "skipped"
+
     if config.execute == "off":
         return not_run("execution is off (livecells_execute = 'off')")
-    try:
-        stored = store.session(session.docname, session.framework)
-    except StoreProblem as problem:
-        if session.docname not in damaged_reported:
-            damaged_reported.add(session.docname)
-            _warn(str(problem), "store", location=session.docname)
-        stored = None
-    key = session.code_key()
-    _, unmatched = session.depends_files()
-    for pattern in unmatched:
-        _warn(f"live-settings :depends: {pattern!r} matches no file", "depends", session.docname)
     if config.execute == "cache":
         return not_run("livecells_execute = 'cache' runs nothing")
     needed = session.settings.gpus
@@ -268,10 +277,10 @@ def _decide(
     if config.execute == "auto" and stored and stored.get("key") == key:
         leased_before = stored.get("provenance", {}).get("devices_leased", 0)
         if stored.get("environment") == fp.digest and bool(leased_before) == bool(gpus):
-            return "cached", stored
+            return "cached"
         if leased_before and not gpus:
             # Never replace a GPU result by a CPU run when the code did not change.
-            return "cached", stored
+            return "cached"
     from .execute import SessionJob
 
     job = SessionJob(
@@ -285,7 +294,7 @@ def _decide(
         # Kernel logs help debugging; they stay out of the published site.
         log_path=str(Path(app.doctreedir) / "livecells-kernels" / f"{session.docname}.{session.framework}.log"),
     )
-    return job, stored
+    return job
 
 
 def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: ForkServer | None = None) -> Scheduler:

@@ -115,35 +115,45 @@ class SessionPlan:
     def name(self) -> str:
         return f"{self.docname} [{self.framework}]"
 
-    def depends_files(self) -> tuple[list[Path], list[str]]:
-        """The files the page depends on, and the patterns that matched nothing."""
-        files: dict[Path, None] = {}
-        unmatched = []
-        for pattern in self.settings.depends:
-            matches = sorted(glob.glob(os.path.join(self.cwd, pattern), recursive=True))
-            matches = [m for m in matches if os.path.isfile(m)]
-            if not matches:
-                unmatched.append(pattern)
-            files.update(dict.fromkeys(Path(m).resolve() for m in matches))
-        return list(files), unmatched
-
-    def code_key(self) -> str:
-        """Hash of what decides this session's results, besides the machine."""
+    def code_key(self, depends_digest: str) -> str:
+        """Hash of what decides this session's results, besides the machine: its cells' code in
+        order (with the options that change execution) and the page's ``:depends:`` files."""
         digest = hashlib.sha256()
-        header = {"v": KEY_VERSION, "framework": self.framework}
+        header = {"v": KEY_VERSION, "framework": self.framework, "depends": depends_digest}
         digest.update(json.dumps(header, sort_keys=True).encode())
         for cell in self.cells:
             digest.update(json.dumps([cell.code, cell.timeout]).encode())
             digest.update(b"\0")
-        files, _ = self.depends_files()
-        for path in files:
-            digest.update(os.fsencode(os.path.relpath(path, self.cwd)))
-            try:
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
-            except OSError:
-                digest.update(b"<unreadable>")
         return digest.hexdigest()
 
+
+def depends_digest(page: PagePlan) -> tuple[str, list[str]]:
+    """Hash of the files the page's ``:depends:`` globs match (paths and contents), and the
+    patterns that matched nothing."""
+    cwd = os.path.dirname(page.source)
+    files: dict[Path, None] = {}
+    unmatched = []
+    for pattern in page.settings.depends:
+        matches = sorted(glob.glob(os.path.join(cwd, pattern), recursive=True))
+        matches = [m for m in matches if os.path.isfile(m)]
+        if not matches:
+            unmatched.append(pattern)
+        files.update(dict.fromkeys(Path(m).resolve() for m in matches))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(os.fsencode(os.path.relpath(path, cwd)))
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:
+            digest.update(b"<unreadable>")
+    return digest.hexdigest(), unmatched
+
+
+def session_keys(page: PagePlan, order: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+    """Each of the page's sessions' key by framework (the :depends: files read once), and the
+    :depends: patterns that matched nothing."""
+    digest, unmatched = depends_digest(page)
+    return {s.framework: s.code_key(digest) for s in page.sessions(order)}, unmatched
 
 
 def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan | None:

@@ -29,7 +29,7 @@ from .directive import ALL, live_cell, live_group, live_recorded, live_settings
 from .ansi import ansi_to_html, strip_ansi
 from .notebooks import download_links
 from .pipeline import build_state
-from .plan import CellPlan
+from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
 
 logger = logging.getLogger(__name__)
@@ -86,40 +86,28 @@ class RenderLiveCells(SphinxPostTransform):
         # LaTeX and singlehtml assemble many pages into one tree: each page uses its own plan.
         for root, docname, page_groups in groups_by_page(self.document, groups, self.env.docname):
             self.docname = docname
-            self.shown = self._match_results()
-            links = download_links(_app(self), root, docname)
+            plan = plans(self.env).get(docname)
+            self.cell_plans = {c.index: c for c in plan.cells} if plan is not None else {}
+            # The page's store file is read and matched once, for the page and its notebooks.
+            sessions = stored_sessions(_app(self), docname)
+            matched = matched_results(plan, sessions) if plan is not None else {}
+            run_id = build_state(_app(self)).run_id
+            self.shown = {
+                key: Shown("live" if session.get("run_id") == run_id else "stored", result, session)
+                for key, (result, session) in matched.items()
+            }
+            links = download_links(_app(self), root, docname, sessions, matched)
             if links is not None:
                 page_groups[0].parent.insert(page_groups[0].parent.index(page_groups[0]), links)
             for group in page_groups:
                 group.replace_self(self._render_group(group))
 
-    # -- results -------------------------------------------------------------------------------
-
-    def _match_results(self) -> dict[tuple[int, str], Shown]:
-        """Each (cell, framework)'s stored result, valid while the cells before it are unchanged."""
-        plan = _page_plan(self.env, self.docname)
-        if plan is None:
-            return {}
-        run_id = build_state(_app(self)).run_id
-        return {
-            key: Shown("live" if session.get("run_id") == run_id else "stored", result, session)
-            for key, (result, session) in matched_results(plan, stored_sessions(_app(self), self.docname)).items()
-        }
-
     # -- structure -----------------------------------------------------------------------------
 
     def _frameworks_of(self, cell: live_cell) -> list[str]:
-        plan_cell = self._plan_cell(cell)
+        """The frameworks a cell runs in (``all`` resolved), from the page's plan."""
+        plan_cell = self.cell_plans.get(cell["index"])
         return list(plan_cell.frameworks) if plan_cell else []
-
-    def _plan_cell(self, cell: live_cell) -> CellPlan | None:
-        plan = _page_plan(self.env, self.docname)
-        if plan is None:
-            return None
-        for candidate in plan.cells:
-            if candidate.index == cell["index"]:
-                return candidate
-        return None
 
     def _render_group(self, group: live_group) -> list[nodes.Node]:
         order = self.config_.framework_names()
@@ -382,12 +370,6 @@ class RenderLiveCells(SphinxPostTransform):
 
 def _app(transform: SphinxPostTransform) -> Sphinx:
     return app_of(transform.env)
-
-
-def _page_plan(env: Any, docname: str) -> Any:
-    from .plan import plans
-
-    return plans(env).get(docname)
 
 
 def _recorded_blocks(cell: live_cell) -> list[nodes.Node]:

@@ -26,7 +26,7 @@ from sphinx.util.nodes import make_refnode
 
 from .config import app_of, get_config
 from .pipeline import build_state, store_of
-from .plan import CellPlan, plans
+from .plan import CellPlan, plans, session_keys
 from .results import format_seconds
 from .store import StoreProblem
 
@@ -78,6 +78,7 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
             damaged = False
         except StoreProblem:
             sessions, damaged = {}, True
+        keys, _ = session_keys(page, config.framework_names())
         for session in page.sessions(config.framework_names()):
             record = sessions.get(session.framework)
             if not record:
@@ -99,7 +100,7 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
                     date=str(provenance.get("date", "")),
                     host=str(provenance.get("host", "")),
                     origin="this build" if record.get("run_id") == run_id else "store",
-                    outdated=record.get("key") != session.code_key(),
+                    outdated=record.get("key") != keys[session.framework],
                 )
             )
     return rows
