@@ -2,8 +2,9 @@
 
 The chapters come from the d2l corpus (real d2lbook 1.0.3 output, with the real ``d2l`` package,
 figures and ``d2l.bib``; see its README), converted at test time with ``python -m livecells
-convert``'s own code. One HTML build runs parameters, model-construction and probability (six
-sessions); the other builds read its store. Framework prose (``live-text``) and recorded outputs
+convert``'s own code. One HTML build runs parameters, model-construction, probability and
+linear-regression-scratch (eight sessions, about 30 s on two cores, mostly imports and the
+training); the other builds read its store or run nothing. Framework prose (``live-text``) and recorded outputs
 are also checked on ``tests/roots/test-d2l-text``, a small site on plain python3 kernels.
 """
 
@@ -36,6 +37,7 @@ CHAPTERS = [
     "chapter_builders-guide/parameters",
     "chapter_builders-guide/model-construction",
     "chapter_preliminaries/probability",
+    "chapter_linear-regression/linear-regression-scratch",
     "chapter_references/zreferences",
 ]
 CONF = """\
@@ -49,8 +51,17 @@ livecells_timeout = 300
 """
 INDEX = "d2l corpus\n==========\n\n.. toctree::\n   :numbered:\n\n" + "".join(f"   {c}\n" for c in CHAPTERS)
 #: Warnings a plain Sphinx build of these chapters gives too: references into chapters that are
-#: not in the corpus (its README lists them).
-DANGLING = {("model-construction.rst", "sec_mlp"), ("model-construction.rst", "sec_autograd")}
+#: not in the corpus (its README lists them) or not in this build (synthetic-regression-data).
+DANGLING = {
+    ("model-construction.rst", "sec_mlp"),
+    ("model-construction.rst", "sec_autograd"),
+    *(("linear-regression-scratch.rst", label) for label in (
+        "sec_linear_regression", "sec_synthetic-regression-data", "subsec_broadcasting",
+        "oo-design-training", "oo-design-utilities", "subsec_oo-design-models",
+        "eq_linreg-y-vec", "eq_mse",
+    )),
+}
+DANGLING_WARNING = re.compile(r"([\w-]+\.rst):\d+: WARNING: (?:undefined label: '([\w-]+)'|equation not found: ([\w-]+))")
 
 
 def _site(target: Path) -> Path:
@@ -106,20 +117,25 @@ def _warning_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if "WARNING" in line or "ERROR" in line]
 
 
+def _dangling(line: str) -> tuple[str, str] | None:
+    match = DANGLING_WARNING.search(line)
+    return (match[1], match[2] or match[3]) if match else None
+
+
+def _unexpected(text: str) -> list[str]:
+    return [line for line in _warning_lines(text) if _dangling(line) not in DANGLING]
+
+
 def test_only_the_corpus_dangling_references_warn(book):
     """-W clean but for references to chapters outside the corpus: no 'Unknown target name' from
     mxnet's `dense1_ (` printouts, nothing from prose, figures, citations or the cells."""
-    found = set()
-    for line in _warning_lines(book["warnings"]):
-        match = re.search(r"([\w-]+\.rst):\d+: WARNING: undefined label: '([\w-]+)'", line)
-        assert match, f"unexpected warning: {line}"
-        found.add(match.groups())
-    assert found == DANGLING
+    assert _unexpected(book["warnings"]) == []
+    assert {_dangling(line) for line in _warning_lines(book["warnings"])} == DANGLING
     assert book["kernels_left"] == []
 
 
 def test_every_cell_runs_live_and_replaces_its_recorded_output(book):
-    for chapter in CHAPTERS[:3]:
+    for chapter in CHAPTERS[:4]:
         page = _page(book, chapter)
         cells = page.select("div.livecells-cell")
         assert cells, chapter
@@ -131,18 +147,30 @@ def test_every_cell_runs_live_and_replaces_its_recorded_output(book):
             assert not cell.select(".livecells-error"), f"{chapter}: failed: {code[:60]!r}"
 
 
-def test_figures_are_live_images_in_place_of_the_recorded_svgs(book):
-    page = _page(book, "chapter_preliminaries/probability")
+@pytest.mark.parametrize("chapter", ["chapter_preliminaries/probability", "chapter_linear-regression/linear-regression-scratch"])
+def test_figures_are_live_images_in_place_of_the_recorded_svgs(book, chapter):
+    page = _page(book, chapter)
     images = [img["src"] for img in page.select("div.livecells-cell img")]
     assert len(images) == 2 and all("livecells-" in src for src in images)
-    assert not page.select('img[src*="output_probability"]')
+    assert not page.select('img[src*="output_"]')
     # The figures do not split the tab set: the plotting cells of both frameworks share one.
     plotting = [ts for ts in page.select("div.sd-tab-set") if ts.select("div.livecells-cell img")]
     assert len(plotting) == 1 and len(plotting[0].select("div.livecells-cell img")) == 2
 
 
+def test_shared_cells_run_in_both_sessions(book):
+    """d2lbook writes a cell that is the same in both tabs (and has no output) once, outside the
+    tabs: it runs after each framework's earlier cells, and the training after it works."""
+    page = _page(book, "chapter_linear-regression/linear-regression-scratch")
+    shared = [c for c in page.select("div.livecells-cell") if not c.find_parent("div", class_="sd-tab-set")]
+    assert [c.select_one(".livecells-input").get_text().split("\n")[1] for c in shared] == [
+        "def loss(self, y_hat, y):", "def configure_optimizers(self):"]
+    for cell in shared:
+        assert len(cell.select("p.livecells-live")) == 2  # one timing line per framework
+
+
 def test_tabs_are_synced_sphinx_design_tab_sets(book):
-    for chapter in CHAPTERS[:3]:
+    for chapter in CHAPTERS[:4]:
         page = _page(book, chapter)
         assert not page.select(".mdl-tabs"), chapter  # no d2lbook tab HTML left
         for tab_set in page.select("div.sd-tab-set"):
@@ -190,7 +218,7 @@ def test_framework_prose_is_in_its_own_frameworks_panel(book):
 
 
 def test_recorded_outputs_are_shown_literally_when_nothing_runs(book):
-    assert not [w for w in _warning_lines(book["off_warnings"]) if "undefined label" not in w]
+    assert _unexpected(book["off_warnings"]) == []
     page = _page(book, "chapter_builders-guide/parameters", "off")
     recorded = [b.get_text() for b in page.select(".livecells-recorded")]
     assert any(text.startswith("dense1_ (\n  Parameter dense1_weight") for text in recorded)
@@ -202,7 +230,7 @@ def test_recorded_outputs_are_shown_literally_when_nothing_runs(book):
 
 
 def test_latex_has_the_first_frameworks_code_and_prose_only(book):
-    assert not [w for w in _warning_lines(book["latex_warnings"]) if "undefined label" not in w]
+    assert _unexpected(book["latex_warnings"]) == []
     tex = next(book["latex"].glob("*.tex")).read_text(encoding="utf-8")
     assert tex.count("Parameters are complex objects") == 1  # the pytorch copy of the prose
     assert "LazyLinear" in tex and "npx" not in tex and "dense1" not in tex
@@ -340,3 +368,11 @@ def test_notebooks_hold_their_own_frameworks_prose(prose):
     assert "MXPROSE1" in mx_md and "MXINLIST" in mx_md and "TORCHPROSE1" not in mx_md
     first = [c.cell_type for c in torch.cells[:3]]
     assert first[:2] == ["markdown", "code"] and "TORCHPROSE1" in torch.cells[0].source
+
+
+def test_prose_for_a_comma_list_is_in_each_tab_with_its_ids_once(prose):
+    page = soup(prose["html"] / "index.html")
+    assert _panels(_tab_set_with(page, "SHAREDPROSE")) == {
+        "pytorch": ["SHAREDPROSE for both, see itself ."], "mxnet": ["SHAREDPROSE for both, see itself ."]}
+    assert len(page.select("#shared-prose")) == 1
+    assert page.select_one('a.reference.internal[href="#shared-prose"]')
