@@ -4,8 +4,9 @@ The chapters come from the d2l corpus (real d2lbook 1.0.3 output, with the real 
 figures and ``d2l.bib``; see its README), converted at test time with ``python -m livecells
 convert``'s own code. One HTML build runs parameters, model-construction, probability and
 linear-regression-scratch (eight sessions, about 30 s on two cores, mostly imports and the
-training); the other builds read its store or run nothing. Framework prose (``live-text``) and recorded outputs
-are also checked on ``tests/roots/test-d2l-text``, a small site on plain python3 kernels.
+training); the other builds read its store or run nothing. Framework prose (``live-text``) and
+recorded outputs are also checked on ``tests/roots/test-d2l-text``, a small site on plain python3
+kernels.
 """
 
 from __future__ import annotations
@@ -249,6 +250,7 @@ def prose(tmp_path_factory, rootdir):
         ("html", "html", {}),
         ("off", "html", {"livecells_execute": "off"}),
         ("latex", "latex", {"livecells_execute": "cache"}),
+        ("latex_off", "latex", {"livecells_execute": "off"}),
         ("latex_all", "latex", {"livecells_execute": "cache", "livecells_latex_framework": "all"}),
         ("text", "text", {"livecells_execute": "cache"}),
     ]:
@@ -277,7 +279,7 @@ def test_prose_warnings_are_located_and_nothing_else_warns(prose):
         f"{src}/index.rst:123: WARNING: live-text: unknown framework 'tensorflow'",
         f"{src}/pytorch-only.rst:8: WARNING: live-text: no cell of this page is for 'mxnet'",
     }
-    for build in ("html", "off", "latex", "latex_all", "text"):
+    for build in ("html", "off", "latex", "latex_off", "latex_all", "text"):
         lines = _warning_lines(prose[f"{build}_warnings"])
         assert {line.split(" (")[0].split("; ")[0] for line in lines} == expected, (build, lines)
     assert prose["kernels_left"] == []
@@ -352,6 +354,11 @@ def test_latex_prints_the_chosen_frameworks_prose(prose):
     for marker in ("TORCHPROSE1", "MXPROSE1", "MXALONE2", "MXINLIST", "MXUNUSED"):
         assert every.count(marker) == 1, marker
     assert every.count(r"\label{\detokenize{index:torch-fact}}") == 1
+    # LaTeX cannot include an SVG (without an image converter): a recorded SVG figure is named.
+    off = (prose["latex_off"] / "prose.tex").read_text(encoding="utf-8")
+    assert "recorded figure output\\_index\\_abc123\\_5\\_0.svg: not shown in this format" in off
+    assert "output_index_abc123_3_0" not in off and "output_index_abc123_5_0" not in off
+    assert "torchrecorded1" in off and "dense1" not in off
     text = (prose["text"] / "index.txt").read_text(encoding="utf-8")
     assert "TORCHPROSE1" in text and "MXPROSE1" in text and "[ MXNet ]" in text
 
