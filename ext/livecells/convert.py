@@ -295,7 +295,7 @@ class _Converter:
             for block in blocks:
                 role = block.role
                 if block.kind == "blank":
-                    if prose:
+                    if prose and prose[-1].kind != "blank":  # (a marker dropped between)
                         prose.append(block)
                 elif role == "marker":
                     self.dirty = True
@@ -311,7 +311,7 @@ class _Converter:
                     self.emit(_expanded(block.lines), True)
                     self.after = ""
                 else:
-                    if role == "output":
+                    if role in ("output", "image-output"):
                         self.warn(block, f"output block with no cell before it kept as "
                                   f"{framework} prose")
                     elif role in _KEPT and role not in ("panel", "close"):
@@ -433,6 +433,7 @@ def convert_text(
     text: str, *, default_framework: str = "pytorch", source: str = "<string>"
 ) -> ConvertResult:
     """Convert one d2lbook-generated RST chapter; ``source`` names it in warnings."""
+    text = text[1:] if text.startswith("\ufeff") else text
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines[-1] == "":
         lines.pop()
