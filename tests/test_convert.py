@@ -407,7 +407,10 @@ def test_cli_errors(tmp_path: Path, capsys) -> None:
 
 # -- attacks: shapes the corpus does not have -----------------------------------------------------
 
-OUTPUT = ".. raw:: latex\n\n   \\diilbookstyleoutputcell\n\n.. parsed-literal::\n    :class: output\n\n    1\n\n"
+OUTPUT = (
+    ".. raw:: latex\n\n   \\diilbookstyleoutputcell\n\n"
+    ".. parsed-literal::\n    :class: output\n\n    1\n\n"
+)
 ONE_TAB_BAR = BAR.replace(
     '<a href="#mxnet-1-1" onclick="tagClick(\'mxnet\'); return false;" '
     'class="mdl-tabs__tab ">mxnet</a>', ""
@@ -486,12 +489,12 @@ def test_outputs_without_a_cell_in_a_panel_are_kept_as_its_prose_with_a_warning(
 
 
 def test_nested_indentation_and_joined_cells_kept() -> None:
-    cell = CELL.replace("    x = 1", "    def f():\n        return 1\n    \n    \n    f()")
-    text = "1. Item\n\n   .. math::\n\n      a\n\n   More.\n\n" + cell
+    code = "    %matplotlib inline\n    def f():\n        return 1\n    \n    \n    !ls -la\n    f()"
+    text = "1. Item\n\n   .. math::\n\n      a\n\n   More.\n\n" + CELL.replace("    x = 1", code)
     result = convert_text(text)
     assert result.text == (
-        "1. Item\n\n   .. math::\n\n      a\n\n   More.\n\n"
-        ".. live-cell:: pytorch\n\n   def f():\n       return 1\n\n\n   f()\n"
+        "1. Item\n\n   .. math::\n\n      a\n\n   More.\n\n.. live-cell:: pytorch\n\n"
+        "   %matplotlib inline\n   def f():\n       return 1\n\n\n   !ls -la\n   f()\n"
     )
 
 

@@ -115,7 +115,8 @@ def items(text: str, source: bool) -> list[tuple[str, str, str]]:
             framework = head.split("::", 1)[1].strip()
             found.append(("cell", framework, body(lines, start, end)))
         elif head == ".. parsed-literal::" and lines[start + 1].strip() == ":class: output":
-            found.append(("text", panel_at[start] if source else framework, body(lines, start, end)))
+            owner = panel_at[start] if source else framework
+            found.append(("text", owner, body(lines, start, end)))
         elif re.fullmatch(r"\.\. figure:: output_\S+", head) and end == start + 1:
             found.append(("figure", panel_at[start] if source else framework, head))
     return found
