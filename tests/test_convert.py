@@ -150,6 +150,8 @@ def test_idempotent(path: Path) -> None:
     assert twice.text == once.text
     assert twice.warnings == []
     assert twice.cells == 0  # existing live-cells are left alone
+    assert twice.kept == once.cells
+    assert f"0 cells in ({once.cells} live-cells already there, kept)" in twice.summary("x")
 
 
 # -- the d2l-ja seed chapter and a chapter without tabs ----------------------------------------

@@ -78,6 +78,7 @@ class ConvertResult:
     outputs: int = 0  # recorded text outputs kept
     figures: int = 0  # recorded figure outputs kept
     prose: int = 0  # framework prose blocks (``live-text``) written
+    kept: int = 0  # ``live-cell``s already there (a converted chapter), left as they are
     gpus: int | None = None  # the ``:gpus:`` written, if any
     settings_kept: bool = False  # the chapter has a ``live-settings`` already: not changed
     gpu_inference: GpuInference = field(default_factory=GpuInference)
@@ -85,9 +86,11 @@ class ConvertResult:
     def summary(self, source: str) -> str:
         """One line for the report: cells in and out, outputs kept, settings inferred."""
         out = ", ".join(f"{n} {name}" for name, n in self.frameworks.items()) or "none"
+        already = f" ({self.kept} live-cells already there, kept)" if self.kept else ""
         text = (
-            f"{source}: {self.cells_in} cells in; cells out: {out}; recorded outputs kept: "
-            f"{self.outputs} text, {self.figures} figures; framework prose blocks: {self.prose}"
+            f"{source}: {self.cells_in} cells in{already}; cells out: {out}; "
+            f"recorded outputs kept: {self.outputs} text, {self.figures} figures; "
+            f"framework prose blocks: {self.prose}"
         )
         inference = self.gpu_inference
         if self.gpus:
@@ -211,6 +214,7 @@ class _Converter:
         for block in self.blocks:
             block.role = _classify(block)
         self.result.cells_in = sum(1 for b in self.blocks if b.role == "cell")
+        self.result.kept = sum(1 for b in self.blocks if b.role == "live-cell")
         tabbed = any(b.role == "bar" for b in self.blocks)
         self.untabbed = "all" if tabbed else default_framework
         self.out: list[str] = []
