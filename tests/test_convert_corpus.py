@@ -5,8 +5,8 @@ The corpus is d2lbook 1.0.3's own RST for eight sections of *Dive into Deep Lear
 (a line-based walk, not the converter's), and checked against the converted text, and against
 the table in the corpus README. The converted corpus is then built (execution off): each d2lbook
 tab group must be one tab set, with each framework's prose and figure outputs in its tab. The
-corpus sits in ``shared/`` beside the repository (CI puts a
-copy there); without it the tests are skipped, except in CI (``CI`` set), where they fail.
+corpus sits in ``shared/`` beside the repository (CI puts a copy there); without it the tests
+are skipped, except in CI (``CI`` set), where they fail.
 ``LIVECELLS_D2L_CORPUS`` points elsewhere; from a git worktree, ``../../shared`` is used.
 """
 
