@@ -487,7 +487,10 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         "convert",
         help="turn d2lbook-generated RST into live-cell directives",
         description="Read a chapter (or a tree of .rst files) as d2lbook emits it and write "
-        "it with '.. live-cell::' directives, keeping the outputs as recorded outputs.",
+        "it with '.. live-cell::' directives, keeping the outputs as recorded outputs and each "
+        "tab's prose as '.. live-text::'; where the code asks for several GPUs, it writes "
+        "'.. live-settings:: :gpus: N' and says so. The warnings and a summary per chapter go "
+        "to stderr.",
     )
     parser.add_argument("input", metavar="IN", help="an .rst file or a directory")
     parser.add_argument(
