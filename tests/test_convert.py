@@ -11,6 +11,10 @@ Fixtures in ``tests/data/convert/``:
   given back its tab HTML as d2lbook writes it.
 - ``untabbed.d2lbook.rst``: a chapter without tabs (d2lbook then writes no tab HTML at all).
 - ``*.expected.rst``: the converted chapters, reviewed by hand.
+
+These fixtures were written by hand to look like d2lbook's output; real d2lbook output is in
+``shared/d2l-corpus`` and ``test_convert_corpus.py`` converts all of it. The shapes the corpus
+lacks are attacked at the end of this file.
 """
 
 from __future__ import annotations
