@@ -24,13 +24,14 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
-from .config import app_of, get_config
+from .config import WARNING_TYPE, app_of, get_config
 from .directive import ALL, live_cell, live_group, live_recorded, live_settings
 from .ansi import ansi_to_html, strip_ansi
 from .notebooks import download_links
 from .pipeline import build_state
 from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
+from .schema import Invalid, check_output, css_name, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -229,8 +230,8 @@ class RenderLiveCells(SphinxPostTransform):
             return _recorded_blocks(cell)
         result = shown.result
         out: list[nodes.Node] = []
-        for output in result.get("outputs", []):
-            out.extend(self._output_nodes(cell, output))
+        for position, output in enumerate(result.get("outputs", [])):
+            out.extend(self._isolated_output(cell, output, position, framework))
         status = result.get("status")
         if status == "not-run":
             reason = (result.get("error") or {}).get("evalue", "not run")
@@ -240,6 +241,22 @@ class RenderLiveCells(SphinxPostTransform):
             error = result.get("error") or {}
             out.append(self._text(f"{error.get('ename', 'Error')}: {error.get('evalue', '')}", ["livecells-error"]))
         return out
+
+    def _isolated_output(
+        self, cell: live_cell, output: Any, position: int, framework: str
+    ) -> list[nodes.Node]:
+        """One output's nodes; one that cannot be shown is a located warning and a note."""
+        try:
+            check_output(output, f"output {position + 1}")
+            if output["output_type"] == "stream" and css_name(output["name"]) != output["name"]:
+                name = css_name(output["name"])
+                _output_warning(cell, framework, f"a stream named {one_line(repr(output['name']), 60)} is shown as {name!r}")
+                output = {**output, "name": name}
+            return self._output_nodes(cell, output)
+        except Exception as err:  # noqa: BLE001 - one output never ends the build
+            why = one_line(str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}", 200)
+            _output_warning(cell, framework, f"an output was left out: {why}")
+            return [_note(f"[an output was left out: {why}]", "livecells-refused")]
 
     def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
         kind = output.get("output_type")
@@ -372,6 +389,13 @@ def _app(transform: SphinxPostTransform) -> Sphinx:
     return app_of(transform.env)
 
 
+def _output_warning(cell: live_cell, framework: str, message: str) -> None:
+    logger.warning(
+        f"live-cell [{framework}]: {message}", type=WARNING_TYPE, subtype="output",
+        location=f"{cell.source}:{cell.line}",
+    )
+
+
 def _recorded_blocks(cell: live_cell) -> list[nodes.Node]:
     """Copies of the cell's recorded output blocks, marked as recorded and never highlighted."""
     blocks: list[nodes.Node] = []
@@ -408,6 +432,7 @@ def _text_block(text: str, classes: Sequence[str]) -> nodes.literal_block:
 
 
 def _note(text: str, *classes: str) -> nodes.paragraph:
+    text = strip_ansi(text)  # it may hold stored text (a device, a date, a reason)
     return nodes.paragraph(text, text, classes=list(classes))
 
 
