@@ -26,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from helpers import build_site, cell_with, outputs, soup
@@ -342,7 +343,8 @@ def hostile_sessions() -> dict:
     svg = '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
     sessions["alpha"] = session(
         [
-            cell(0, code0, stream("named badly\n", name=HOSTILE), stream(NASTY_TEXT + "\n")),
+            cell(0, code0, stream("named badly\n", name=HOSTILE), stream(NASTY_TEXT + "\n"),
+                 {"output_type": "stream", "name": "stdout", "text": ["multi", "line\n"]}),
             cell(1, code1, {"output_type": "display_data", "data": {"image/svg+xml": svg, "text/plain": "svg"},
                             "metadata": {}},
                  {"output_type": "execute_result", "data": {"text/plain": NASTY_TEXT}, "execution_count": 2}),
@@ -370,6 +372,7 @@ def test_a_hostile_stored_session_reaches_no_page_raw(site):
     assert any("index.rst:" in w and "stream named" in w for w in found), warnings
     first = cell_with(page(app), 'print("first")')
     assert "named badly" in outputs(first) and "colon" in outputs(first) and "END" in outputs(first)
+    assert "multiline" in outputs(first)  # nbformat's list form of a stream's text
     # An SVG with a script is an <img>, never inline.
     second = cell_with(page(app), "second = 2")
     assert second.select_one("img") is not None and second.select_one("svg") is None
@@ -377,7 +380,9 @@ def test_a_hostile_stored_session_reaches_no_page_raw(site):
     assert "<script>" in svg_file.read_text()  # the file as written; browsers run no script in <img>
     assert "third out" in outputs(cell_with(page(app), 'print("third")'))
     assert_others_survive(app)
-    json.loads((app.outdir / "_downloads/livecells/index.alpha.ipynb").read_text())
+    notebook = nbformat.read(app.outdir / "_downloads/livecells/index.alpha.ipynb", as_version=4)
+    nbformat.validate(notebook)
+    assert any(o.get("name") == HOSTILE for c in notebook.cells for o in c.get("outputs", []))
 
 
 @pytest.mark.parametrize("builder", ["latex", "text"])
@@ -390,8 +395,9 @@ def test_a_hostile_stored_session_reaches_no_tex_or_text_raw(site, builder):
     if builder == "latex":
         # Output special characters are escaped by the verbatim environment, not passed raw.
         body = out[out.index("colon") - 200 : out.index("END")]
-        assert "\\PYGZbs{}" in body or "\\textbackslash" in body
-        assert "\\{ \\}" not in body.replace("\\PYGZob{}", "").replace("\\PYGZcb{}", "")
+        for escaped in ["\\PYGZbs{}", "\\PYGZob{}", "\\PYGZcb{}", "\\PYGZpc{}", "\\PYGZca{}\\PYGZca{}"]:
+            assert escaped in body, escaped
+        assert "\\begin{sphinxVerbatim}" in out[: out.index("colon")]
 
 
 def test_ansi_and_controls_are_removed_for_every_builder():
@@ -436,6 +442,21 @@ def test_huge_reprs_and_messages_are_cut_with_a_note():
     assert len(error["evalue"]) < 20_000 and "characters cut" in error["evalue"]
     assert "characters cut" in error["livecells_refused"] or "cut" in error["livecells_refused"]
     assert len(record["cells"][0]["error"]["evalue"]) < 20_000
+
+
+def test_a_huge_stored_output_is_cut_when_shown(site):
+    sessions = good_sessions()
+    code0 = INDEX[0][2]
+    sessions["alpha"]["cells"][0] = cell(
+        0, code0, stream("s" * 3_000_000),
+        {"output_type": "execute_result", "data": {"text/plain": "p" * 3_000_000}, "execution_count": 1},
+        {"output_type": "error", "ename": "E", "evalue": "e" * 3_000_000, "traceback": ["t" * 3_000_000]},
+    )
+    write_store(site, "index", sessions)
+    app, warnings = cache_build(site)
+    assert (app.outdir / "index.html").stat().st_size < 1_000_000
+    assert (app.outdir / "index.html").read_text().count("more characters cut") == 3
+    assert_others_survive(app)
 
 
 def test_repair_turns_every_bad_output_into_a_note_and_keeps_the_rest():

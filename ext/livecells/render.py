@@ -31,7 +31,7 @@ from .notebooks import download_links
 from .pipeline import build_state
 from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
-from .schema import Invalid, check_output, css_name, one_line
+from .schema import Invalid, css_name, one_line, shown_output
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ class RenderLiveCells(SphinxPostTransform):
     ) -> list[nodes.Node]:
         """One output's nodes; one that cannot be shown is a located warning and a note."""
         try:
-            check_output(output, f"output {position + 1}")
+            output = shown_output(output, self.config_.output_limit, f"output {position + 1}")
             if output["output_type"] == "stream" and css_name(output["name"]) != output["name"]:
                 name = css_name(output["name"])
                 _output_warning(cell, framework, f"a stream named {one_line(repr(output['name']), 60)} is shown as {name!r}")

@@ -200,6 +200,18 @@ def check_output(output: Any, where: str = "") -> None:
         _opt_str(output.get(key), f"{where}.{key}")
 
 
+def shown_output(output: Any, limit: int, where: str = "") -> dict[str, Any]:
+    """A checked copy of ``output`` as the render stage takes it: nbformat's multiline strings
+    joined, text cut to ``limit`` characters (a store written by hand, or by an older livecells,
+    may hold more). Raises :class:`Invalid` as :func:`check_output` does."""
+    check_output(output, where)
+    if output["output_type"] == "stream":
+        text = "".join(output["text"]) if isinstance(output["text"], list) else output["text"]
+        text, _ = cut_text(text, limit, f"livecells_output_limit is {limit:,}")
+        return {**output, "text": text}
+    return _bound_output(output, limit)
+
+
 def _check_error(error: Any, where: str) -> None:
     _dict(error, where)
     _str(error.get("ename", ""), f"{where}.ename")
