@@ -86,18 +86,12 @@ class OutputStore:
                 f"{path}: written in store format {version!r}, newer than this livecells "
                 f"understands ({FORMAT}); it is left alone and its results are not used"
             )
-        sessions = {}
-        for framework, record in data["sessions"].items():
-            try:
-                check_session(record)
-            except Invalid as err:
+        verdicts = _checked(path, text, data["sessions"])
+        for framework, why in verdicts.items():
+            if why is not None:
+                del data["sessions"][framework]
                 if problems is not None:
-                    problems.append(
-                        f"{path}: session {framework!r} is not used ({err}); it runs again"
-                    )
-                continue
-            sessions[framework] = record
-        data["sessions"] = sessions
+                    problems.append(f"{path}: session {framework!r} is not used ({why}); it runs again")
         return data
 
     def session(self, docname: str, framework: str) -> dict[str, Any] | None:
@@ -167,6 +161,28 @@ class OutputStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+
+#: Per store file text read (path, length, hash): each session's problem, or None. A build
+#: reads each page's file up to three times (plan, render, report); it is checked once.
+_VERDICTS: dict[tuple[str, int, int], dict[str, str | None]] = {}
+
+
+def _checked(path: Path, text: str, sessions: dict[str, Any]) -> dict[str, str | None]:
+    key = (str(path), len(text), hash(text))
+    found = _VERDICTS.get(key)
+    if found is None:
+        found = {}
+        for framework, record in sessions.items():
+            try:
+                check_session(record)
+                found[framework] = None
+            except Invalid as err:
+                found[framework] = str(err)
+        if len(_VERDICTS) > 4096:
+            _VERDICTS.clear()
+        _VERDICTS[key] = found
+    return found
 
 
 def _empty(docname: str) -> dict[str, Any]:
