@@ -277,6 +277,21 @@ def test_a_bad_session_is_a_located_warning_and_the_rest_renders(site, why):
     assert any(c.get("outputs") for c in beta["cells"] if c["cell_type"] == "code")
 
 
+def test_a_bad_session_runs_again_and_is_replaced(site, no_kernel_left):
+    sessions = good_sessions()
+    sessions["alpha"] = BAD_SESSIONS["bad base64 image"]
+    path = write_store(site, "index", sessions)
+    app, warnings = build_site(site, freshenv=True)
+    assert len(warnings_of(warnings, "store")) == 1, warnings
+    # (The hand-written sessions have made-up keys: the good ones run again too.)
+    stored = json.loads(path.read_text())["sessions"]
+    check_session(stored["alpha"])
+    assert stored["alpha"]["run_id"] == app.livecells_state.run_id
+    assert "first" in outputs(cell_with(page(app), 'print("first")'))
+    app, warnings = build_site(site)
+    assert not warnings_of(warnings, "store") and app.livecells_state.ran == 0
+
+
 def test_the_report_directive_and_cli_survive_bad_sessions(site):
     sessions = good_sessions()
     sessions["alpha"] = BAD_SESSIONS["time is a string"]

@@ -361,7 +361,7 @@ def _execute(
         state.records[(job.plan.docname, job.plan.framework)] = record
         try:
             store.save_session(job.plan.docname, job.plan.framework, record)
-        except (StoreProblem, OSError, ValueError) as err:
+        except (StoreProblem, OSError, ValueError, TypeError) as err:
             _warn(
                 f"{job.plan.name}: results not stored ({err}); the pages show this build's results",
                 "store",
