@@ -475,6 +475,21 @@ def test_a_huge_stored_output_is_cut_when_shown(site):
     assert_others_survive(app)
 
 
+def test_repair_makes_what_a_cell_can_tamper_with_storable():
+    """A cell can reach livecells' helpers in its kernel (the timer, the probe)."""
+    code0 = INDEX[0][2]
+    for bad in [{"time": float("nan")}, {"time": "1"}, {"time": -1.0}, {"execution_count": "x"}]:
+        record = session([cell(0, code0, **bad)],
+                         provenance={"host": 5, "kernelspec": ["x"], "odd": {"k": float("inf")}, "device": "CPU"})
+        assert repair_session(record, 100_000)
+        check_session(record)
+        assert record["provenance"] == {"device": "CPU"}
+    record = session([cell(0, code0, status="error", error={"ename": "E", "evalue": "v", "traceback": ["x"] * 200_000})])
+    repair_session(record, 100_000)
+    check_session(record)
+    assert "more traceback entries cut" in record["cells"][0]["error"]["traceback"][-1]
+
+
 def test_repair_turns_every_bad_output_into_a_note_and_keeps_the_rest():
     code0 = INDEX[0][2]
     bad = [

@@ -248,10 +248,13 @@ class RenderLiveCells(SphinxPostTransform):
         """One output's nodes; one that cannot be shown is a located warning and a note."""
         try:
             output = shown_output(output, self.config_.output_limit, f"output {position + 1}")
-            if output["output_type"] == "stream" and css_name(output["name"]) != output["name"]:
-                name = css_name(output["name"])
-                _output_warning(cell, framework, f"a stream named {one_line(repr(output['name']), 60)} is shown as {name!r}")
-                output = {**output, "name": name}
+            name = output.get("name")
+            if output["output_type"] == "stream" and css_name(name) != name:
+                # The name goes into a class attribute: a cell can set sys.stdout.name.
+                shown_as = css_name(name)
+                why = f"a stream named {one_line(repr(name), 60)} is shown as {shown_as!r}"
+                _output_warning(cell, framework, why)
+                output = {**output, "name": shown_as}
             return self._output_nodes(cell, output)
         except Exception as err:  # noqa: BLE001 - one output never ends the build
             why = one_line(str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}", 200)

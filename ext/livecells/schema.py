@@ -252,11 +252,25 @@ def check_cell(cell: Any, where: str) -> None:
 
 
 #: Provenance fields and their checks; others may hold any JSON.
-_PROVENANCE: dict[str, Callable[[Any, str], None]] = {
-    **{k: _str for k in ("date", "host", "device", "device_kind", "framework_version", "python", "kernel", "livecells")},
+_PROVENANCE: dict[str, Callable[[Any, str], object]] = {
+    **dict.fromkeys(
+        ("date", "host", "device", "device_kind", "framework_version", "python", "kernel", "livecells"), _str
+    ),
     "device_count": _int,
     "devices_leased": _int,
 }
+
+
+def _check_provenance(key: str, value: Any) -> None:
+    where = f"provenance.{one_line(key, 40)}"
+    check = _PROVENANCE.get(key)
+    if key == "kernelspec":
+        for name, part in _dict(value, where).items():
+            _str(part, f"{where}.{one_line(name, 40)}")
+    elif check is not None:
+        check(value, where)
+    else:
+        _json(value, where)
 
 
 def check_session(record: Any) -> None:
@@ -267,14 +281,7 @@ def check_session(record: Any) -> None:
     _seconds(record.get("duration"), "duration")
     provenance = _dict(record.get("provenance", {}), "provenance")
     for key, value in provenance.items():
-        check = _PROVENANCE.get(key)
-        if key == "kernelspec":
-            for name, part in _dict(value, "provenance.kernelspec").items():
-                _str(part, f"provenance.kernelspec.{one_line(name, 40)}")
-        elif check is not None:
-            check(value, f"provenance.{key}")
-        else:
-            _json(value, f"provenance.{one_line(key, 40)}")
+        _check_provenance(key, value)
     for n, cell in enumerate(_list(record.get("cells"), "cells")):
         check_cell(cell, f"cells[{n}]")
 
@@ -347,16 +354,33 @@ def _bound_error(error: dict[str, Any], limit: int) -> tuple[dict[str, Any], int
     if len(evalue) <= MAX_MESSAGE and total <= limit:
         return error, 0
     kept, room = [], limit
-    for entry in traceback:
+    for number, entry in enumerate(traceback):
         if not isinstance(entry, str):
             continue
+        if room <= 0:
+            kept.append(f"[… {len(traceback) - number:,} more traceback entries cut]")
+            break
         entry, _ = cut_text(entry, max(room, 200), f"livecells_output_limit is {limit:,}")
         kept.append(entry)
         room -= len(entry)
-        if room <= 0:
-            break
     value, _ = cut_text(evalue, MAX_MESSAGE, "the message was too long")
     return {**error, "evalue": value, "traceback": kept}, total
+
+
+def _repair_provenance(record: dict[str, Any]) -> list[str]:
+    """Provenance fields of the wrong type (the kernel reports them) emptied; what was."""
+    provenance = record.get("provenance")
+    if not isinstance(provenance, dict):
+        record["provenance"] = {}
+        return ["provenance: not an object"]
+    repaired = []
+    for key, value in list(provenance.items()):
+        try:
+            _check_provenance(key, value)
+        except Invalid as err:
+            repaired.append(str(err))
+            del provenance[key]
+    return repaired
 
 
 def repair_session(record: dict[str, Any], limit: int) -> list[str]:
@@ -370,9 +394,17 @@ def repair_session(record: dict[str, Any], limit: int) -> list[str]:
     for key, value in list(record.items()):
         if key != "cells":
             record[key] = _fixed(value)
+    repaired.extend(_repair_provenance(record))
     for position, cell in enumerate(record.get("cells") or []):
         if not isinstance(cell, dict):
             continue
+        # A cell can reach livecells' helpers in its kernel: what they measured is checked too.
+        for key, check in (("time", _seconds), ("execution_count", _int)):
+            try:
+                check(cell.get(key), key, *(() if key == "time" else (True,)))
+            except Invalid as err:
+                repaired.append(f"cells[{position}]: {err}")
+                cell[key] = None
         if isinstance(cell.get("error"), dict):
             cell["error"], _ = _bound_error(_fixed(cell["error"]), limit)
         outputs = []
