@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .schema import one_line
 from .store import OutputStore, StoreProblem
 
 
@@ -24,7 +25,7 @@ def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
     problems: list[str] = []
     for page in store.pages():
         try:
-            sessions = store.load(page)["sessions"]
+            sessions = store.load(page, problems)["sessions"]  # bad sessions: in problems
         except StoreProblem as problem:
             problems.append(str(problem))
             continue
@@ -61,15 +62,16 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> st
 
 
 def _fmt(value: Any) -> str:
+    """A table cell: stored text can hold anything, the terminal gets no control characters."""
     if isinstance(value, float):
         return f"{value:.4f}"
-    return "" if value is None else str(value)
+    return "" if value is None else one_line(str(value), 80)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     rows, problems = session_rows(_store(args))
     for problem in problems:
-        print(f"warning: {problem}", file=sys.stderr)
+        print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -100,7 +102,13 @@ def cmd_clear(args: argparse.Namespace) -> int:
     removed = 0
     for page in pages:
         page = page[:-4] if page.endswith(".rst") else page
-        if store.remove(page, frameworks):
+        try:
+            changed = store.remove(page, frameworks)
+        except StoreProblem as problem:
+            hint = "; clear the page without --framework to remove its file" if frameworks else ""
+            print(f"warning: {one_line(str(problem), 2000)}{hint}", file=sys.stderr)
+            continue
+        if changed:
             removed += 1
             print(f"cleared {page}" + (f" [{', '.join(frameworks)}]" if frameworks else ""))
     if not removed:

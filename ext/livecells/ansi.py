@@ -2,7 +2,12 @@
 
 Tracebacks from IPython arrive coloured with SGR escape sequences. The page must never show
 them raw; HTML keeps the colours (as the notebook does) through ``<span class="ansi-...">``
-around HTML-escaped text. Every other escape sequence is dropped.
+around HTML-escaped text. Every other escape sequence is dropped whole: CSI sequences (their
+parameters may use ``:`` as well as ``;``), OSC strings (titles, hyperlinks) and the other
+string controls (DCS, SOS, PM, APC) up to their terminator, and two-byte sequences (``ESC c``,
+``ESC 7``, ``ESC (B``); so are the C0 and C1 control characters other than newline and tab
+(BEL, form feed, vertical tab, a lone ESC, 8-bit CSI ...), which no page or ``.tex`` file can
+hold.
 """
 
 from __future__ import annotations
@@ -10,23 +15,24 @@ from __future__ import annotations
 import html
 import re
 
-# Any CSI sequence (ESC [ ... final byte) or a two-byte ESC sequence.
-ESCAPE = re.compile(r"\x1b\[([0-9;?]*)([ -/]*[@-~])|\x1b[@-Z\\-_]")
+from .schema import ESCAPE, strip_controls
+
 COLOURS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
 
 
 def strip_ansi(text: str) -> str:
-    return ESCAPE.sub("", text)
+    """``text`` without escape sequences or control characters (newline and tab are kept)."""
+    return strip_controls(ESCAPE.sub("", text))
 
 
 def ansi_to_html(text: str) -> str:
-    """Escaped HTML of ``text`` with its SGR colours as spans (unknown sequences dropped)."""
+    """Escaped HTML of ``text`` with its SGR colours as spans (other sequences and controls dropped)."""
     out: list[str] = []
     classes: dict[str, str] = {}
     is_open = False
     position = 0
     for match in ESCAPE.finditer(text):
-        out.append(html.escape(text[position : match.start()], quote=False))
+        out.append(_escaped(text[position : match.start()]))
         position = match.end()
         if match.group(2) != "m":
             continue  # cursor movement and the like: nothing to show
@@ -37,14 +43,30 @@ def ansi_to_html(text: str) -> str:
         if classes:
             out.append(f'<span class="{" ".join(sorted(classes.values()))}">')
             is_open = True
-    out.append(html.escape(text[position:], quote=False))
+    out.append(_escaped(text[position:]))
     if is_open:
         out.append("</span>")
     return "".join(out)
 
 
+def _escaped(text: str) -> str:
+    return html.escape(strip_controls(text), quote=False)
+
+
 def _apply_sgr(classes: dict[str, str], params: str) -> None:
-    codes = [int(p) for p in params.split(";") if p.isdigit()] or [0]
+    if not re.fullmatch(r"[0-9;:]*", params):
+        return  # private-use parameters (``ESC [?25m``...): not a colour
+    # "38:5:1" (ITU T.416, colon-separated sub-parameters) is one parameter: a colour, skipped.
+    groups = [p for p in params.split(";")]
+    codes: list[int] = []
+    for group in groups:
+        if ":" in group:
+            head = group.split(":", 1)[0]
+            if head in {"38", "48", "58"}:
+                continue  # extended colour in one parameter: kept uncoloured
+            group = head  # "4:3" (curly underline) and the like: the main code
+        codes.append(int(group) if group.isdigit() else 0)
+    codes = codes or [0]
     i = 0
     while i < len(codes):
         code = codes[i]

@@ -33,6 +33,7 @@ from sphinx.util.display import terminal_supports_colour
 from .config import WARNING_TYPE, LivecellsConfig, get_config
 from .devices import GPU, detect_gpus
 from .plan import SessionPlan, plans, session_keys, session_plans
+from .schema import repair_session
 from .store import OutputStore, StoreProblem
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
@@ -67,6 +68,9 @@ class BuildState:
     fork_server: Any = None
     #: Why a (page, framework) session did not run in this build, for the page to say.
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: The records of the sessions this build ran, by (page, framework): the pages show them
+    #: even when the store could not be written.
+    records: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 def build_state(app: Sphinx) -> BuildState:
@@ -106,7 +110,10 @@ def on_env_get_outdated(
     for docname in removed:
         # A page that left the book takes its stored results with it.
         if docname in plans(env):
-            store.remove(docname)
+            try:
+                store.remove(docname)
+            except StoreProblem as problem:
+                _warn(str(problem), "store")
     outdated = []
     for docname, page in plans(env).items():
         if docname in changed or docname in added or docname in removed:
@@ -214,11 +221,15 @@ def _stored_records(store: OutputStore, docname: str, config: LivecellsConfig) -
     """The page's stored sessions by framework; a damaged file is reported (once) as none."""
     if config.execute == "off":
         return {}
+    problems: list[str] = []
     try:
-        return store.load(docname)["sessions"]  # type: ignore[no-any-return]
+        sessions = store.load(docname, problems)["sessions"]
     except StoreProblem as problem:
-        _warn(str(problem), "store", location=docname)
-        return {}
+        problems.append(str(problem))
+        sessions = {}
+    for problem in problems:
+        _warn(problem, "store", location=docname)
+    return sessions  # type: ignore[no-any-return]
 
 
 def _decide(
@@ -345,10 +356,17 @@ def _execute(
         progress(f"[{done}/{total} done] {job.plan.name} {record['status']} ({time.perf_counter() - started:.1f} s)")
         record["run_id"] = state.run_id
         record["provenance"]["devices_leased"] = job.gpus
+        repair_session(record, config.output_limit)
+        # The pages show this build's results from here, whether or not the store takes them.
+        state.records[(job.plan.docname, job.plan.framework)] = record
         try:
             store.save_session(job.plan.docname, job.plan.framework, record)
-        except (StoreProblem, OSError) as err:
-            _warn(f"{job.plan.name}: results not stored: {err}", "store", job.plan.docname)
+        except (StoreProblem, OSError, ValueError, TypeError) as err:
+            _warn(
+                f"{job.plan.name}: results not stored ({err}); the pages show this build's results",
+                "store",
+                job.plan.docname,
+            )
         state.ran += 1
         if record["status"] == "failed":
             state.failed += 1

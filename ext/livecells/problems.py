@@ -15,9 +15,13 @@ from sphinx.util import logging
 from .ansi import strip_ansi
 from .config import WARNING_TYPE
 from .plan import SessionPlan
+from .schema import one_line
 from .summary import Problem, traceback_text
 
 logger = logging.getLogger(__name__)
+
+#: The longest warning message (a 5 MB exception message stays in the page, cut there too).
+MAX_WARNING = 1000
 
 
 def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tuple[str, str]]:
@@ -46,6 +50,7 @@ def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool =
     problems: list[Problem] = []
 
     def problem(kind: str, line: int, message: str, traceback: str = "") -> None:
+        message = one_line(message, MAX_WARNING)  # the whole text is in the page and report.txt
         logger.warning(message, type=WARNING_TYPE, subtype=kind, location=(plan.docname, line))
         problems.append(Problem(kind, f"{plan.source}:{line}", message, traceback))
 

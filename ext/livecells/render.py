@@ -27,13 +27,14 @@ from sphinx.util import logging
 from sphinx.util.images import guess_mimetype
 from sphinx.util.osutil import relative_uri
 
-from .config import app_of, get_config
+from .config import WARNING_TYPE, app_of, get_config
 from .directive import ALL, live_cell, live_group, live_recorded, live_settings, live_text
 from .ansi import ansi_to_html, strip_ansi
 from .notebooks import download_links
 from .pipeline import build_state
 from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
+from .schema import Invalid, css_name, one_line, shown_output
 
 logger = logging.getLogger(__name__)
 
@@ -272,8 +273,8 @@ class RenderLiveCells(SphinxPostTransform):
             return _recorded_blocks(cell)
         result = shown.result
         out: list[nodes.Node] = []
-        for output in result.get("outputs", []):
-            out.extend(self._output_nodes(cell, output))
+        for position, output in enumerate(result.get("outputs", [])):
+            out.extend(self._isolated_output(cell, output, position, framework))
         status = result.get("status")
         if status == "not-run":
             reason = (result.get("error") or {}).get("evalue", "not run")
@@ -283,6 +284,25 @@ class RenderLiveCells(SphinxPostTransform):
             error = result.get("error") or {}
             out.append(self._text(f"{error.get('ename', 'Error')}: {error.get('evalue', '')}", ["livecells-error"]))
         return out
+
+    def _isolated_output(
+        self, cell: live_cell, output: Any, position: int, framework: str
+    ) -> list[nodes.Node]:
+        """One output's nodes; one that cannot be shown is a located warning and a note."""
+        try:
+            output = shown_output(output, self.config_.output_limit, f"output {position + 1}")
+            name = output.get("name")
+            if output["output_type"] == "stream" and css_name(name) != name:
+                # The name goes into a class attribute: a cell can set sys.stdout.name.
+                shown_as = css_name(name)
+                why = f"a stream named {one_line(repr(name), 60)} is shown as {shown_as!r}"
+                _output_warning(cell, framework, why)
+                output = {**output, "name": shown_as}
+            return self._output_nodes(cell, output)
+        except Exception as err:  # noqa: BLE001 - one output never ends the build
+            why = one_line(str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}", 200)
+            _output_warning(cell, framework, f"an output was left out: {why}")
+            return [_note(f"[an output was left out: {why}]", "livecells-refused")]
 
     def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
         kind = output.get("output_type")
@@ -415,6 +435,13 @@ def _app(transform: SphinxPostTransform) -> Sphinx:
     return app_of(transform.env)
 
 
+def _output_warning(cell: live_cell, framework: str, message: str) -> None:
+    logger.warning(
+        f"live-cell [{framework}]: {message}", type=WARNING_TYPE, subtype="output",
+        location=f"{cell.source}:{cell.line}",
+    )
+
+
 def _recorded_blocks(cell: live_cell) -> list[nodes.Node]:
     """Copies of the cell's recorded outputs, marked as recorded: text blocks never highlighted,
     a figure as its image (a figure node would float away from its cell in LaTeX)."""
@@ -471,6 +498,7 @@ def _text_block(text: str, classes: Sequence[str]) -> nodes.literal_block:
 
 
 def _note(text: str, *classes: str) -> nodes.paragraph:
+    text = strip_ansi(text)  # it may hold stored text (a device, a date, a reason)
     return nodes.paragraph(text, text, classes=list(classes))
 
 

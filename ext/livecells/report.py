@@ -27,7 +27,8 @@ from sphinx.util.nodes import make_refnode
 from .config import app_of, get_config
 from .pipeline import build_state, store_of
 from .plan import CellPlan, plans, session_keys
-from .results import format_seconds
+from .results import build_records, format_seconds
+from .schema import one_line
 from .store import StoreProblem
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
@@ -74,10 +75,11 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
     rows = []
     for docname, page in sorted(plans(app.env).items()):
         try:
-            sessions = store.load(docname)["sessions"]
+            sessions = dict(store.load(docname)["sessions"])
             damaged = False
         except StoreProblem:
             sessions, damaged = {}, True
+        sessions.update(build_records(app, docname))  # shown even if the store took none
         keys, _ = session_keys(page, config.framework_names())
         for session in page.sessions(config.framework_names()):
             record = sessions.get(session.framework)
@@ -92,18 +94,23 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
                 ReportRow(
                     docname=docname,
                     framework=session.framework,
-                    status=str(record.get("status", "?")),
+                    status=_shown(record.get("status", "?")),
                     cells=len(session.cells),
                     errors=_unexpected_errors(cells, session.cells),
                     seconds=sum(times) if times else None,
-                    device=str(provenance.get("device", "")),
-                    date=str(provenance.get("date", "")),
-                    host=str(provenance.get("host", "")),
+                    device=_shown(provenance.get("device", "")),
+                    date=_shown(provenance.get("date", "")),
+                    host=_shown(provenance.get("host", "")),
                     origin="this build" if record.get("run_id") == run_id else "store",
                     outdated=record.get("key") != keys[session.framework],
                 )
             )
     return rows
+
+
+def _shown(value: Any) -> str:
+    """A stored value as one line of the table: no control characters, not too long."""
+    return one_line(str(value), 120)
 
 
 def _unexpected_errors(cells: list[dict[str, Any]], plan_cells: tuple[CellPlan, ...]) -> int:

@@ -17,7 +17,7 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 
 from .config import get_config
-from .pipeline import store_of
+from .pipeline import build_state, store_of
 from .plan import PagePlan
 from .store import StoreProblem
 
@@ -26,13 +26,22 @@ Matched = dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any]]]
 
 
 def stored_sessions(app: Sphinx, docname: str) -> dict[str, dict[str, Any]]:
-    """The page's stored sessions by framework; none when execution is off or the file is bad."""
+    """The page's sessions by framework: this build's, else the store's (none when execution is
+    off; a bad file or session counts as none). This build's records are kept in memory, so
+    that a store that cannot be written or read does not empty the pages whose cells ran."""
     if get_config(app).execute == "off":
         return {}
     try:
-        return store_of(app).load(docname)["sessions"]  # type: ignore[no-any-return]
+        sessions = dict(store_of(app).load(docname)["sessions"])
     except StoreProblem:
-        return {}  # reported when the build planned this page
+        sessions = {}  # reported when the build planned this page
+    sessions.update(build_records(app, docname))
+    return sessions
+
+
+def build_records(app: Sphinx, docname: str) -> dict[str, dict[str, Any]]:
+    """The records of the page's sessions that ran in this build, by framework."""
+    return {fw: record for (page, fw), record in build_state(app).records.items() if page == docname}
 
 
 def matched_results(plan: PagePlan, sessions: Mapping[str, dict[str, Any]]) -> Matched:

@@ -4,7 +4,9 @@ One file per page (``<store>/<docname>.json``) holds, per framework session, the
 each cell's outputs as Jupyter mime bundles, its timing, and where/when/on what it ran. Files are
 written atomically (a temporary file renamed over the old one) under a per-page lock, and each
 write merges into what is on disk, so two builds sharing one store lose nothing. A damaged file,
-or one from a newer format, is reported and never misread. Nothing here knows Sphinx.
+or one from a newer format, is reported and never misread; a session whose record does not
+have the stored shape (:func:`.schema.check_session`) is left out of what :meth:`load` returns
+and reported, so that it runs again. Nothing here knows Sphinx.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from .schema import Invalid, check_session
 
 FORMAT = 1
 SUFFIX = ".json"
@@ -52,30 +56,42 @@ class OutputStore:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def load(self, docname: str) -> dict[str, Any]:
+    def load(self, docname: str, problems: list[str] | None = None) -> dict[str, Any]:
         """The page's record (``{"format", "page", "sessions"}``); empty if there is none.
 
-        Raises :class:`StoreProblem` for a file that is damaged or from a newer format.
+        Raises :class:`StoreProblem` for a file that is damaged or from a newer format. A
+        session whose record has the wrong shape is left out, and why is added to ``problems``.
         """
         path = self.path(docname)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return _empty(docname)
-        except OSError as err:
+        except (OSError, UnicodeDecodeError) as err:
             raise StoreProblem(f"{path}: cannot be read ({err})") from None
         try:
             data = json.loads(text)
-        except ValueError as err:
-            raise StoreProblem(f"{path}: damaged ({err}); its results will be recomputed") from None
+        except (ValueError, RecursionError) as err:
+            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+            raise StoreProblem(f"{path}: damaged ({reason}); its results will be recomputed") from None
         if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
             raise StoreProblem(f"{path}: not a livecells store file; its results will be recomputed")
         version = data.get("format")
-        if not isinstance(version, int) or version > FORMAT:
+        if type(version) is not int:
+            raise StoreProblem(
+                f"{path}: not a livecells store file (format {version!r}); its results will be recomputed"
+            )
+        if version > FORMAT:
             raise StoreProblem(
                 f"{path}: written in store format {version!r}, newer than this livecells "
                 f"understands ({FORMAT}); it is left alone and its results are not used"
             )
+        verdicts = _checked(path, text, data["sessions"])
+        for framework, why in verdicts.items():
+            if why is not None:
+                del data["sessions"][framework]
+                if problems is not None:
+                    problems.append(f"{path}: session {framework!r} is not used ({why}); it runs again")
         return data
 
     def session(self, docname: str, framework: str) -> dict[str, Any] | None:
@@ -86,7 +102,7 @@ class OutputStore:
         self.root.mkdir(parents=True, exist_ok=True)
         with self._locked(docname):
             try:
-                data = self.load(docname)
+                data = self.load(docname)  # sessions of the wrong shape are dropped
             except StoreProblem as problem:
                 if _is_newer(self.path(docname)):
                     raise
@@ -96,21 +112,27 @@ class OutputStore:
             self._write(docname, data)
 
     def remove(self, docname: str, frameworks: list[str] | None = None) -> bool:
-        """Drop a page's results (or some frameworks'); True if anything was removed."""
+        """Drop a page's results (or some frameworks'); True if anything was removed.
+
+        Raises :class:`StoreProblem` when the file cannot be changed (or, for some frameworks'
+        results, read)."""
         path = self.path(docname)
         if not path.exists():
             return False
-        with self._locked(docname):
-            if frameworks is None:
-                path.unlink(missing_ok=True)
-                return True
-            data = self.load(docname)
-            removed = [fw for fw in frameworks if data["sessions"].pop(fw, None) is not None]
-            if data["sessions"]:
-                self._write(docname, data)
-            else:
-                path.unlink(missing_ok=True)
-            return bool(removed)
+        try:
+            with self._locked(docname):
+                if frameworks is None:
+                    path.unlink(missing_ok=True)
+                    return True
+                data = self.load(docname)
+                removed = [fw for fw in frameworks if data["sessions"].pop(fw, None) is not None]
+                if data["sessions"]:
+                    self._write(docname, data)
+                else:
+                    path.unlink(missing_ok=True)
+                return bool(removed)
+        except OSError as err:
+            raise StoreProblem(f"{path}: cannot be changed ({err})") from None
 
     def pages(self) -> list[str]:
         """Every page that has a file in the store."""
@@ -141,6 +163,28 @@ class OutputStore:
             raise
 
 
+#: Per store file text read (path, length, hash): each session's problem, or None. A build
+#: reads each page's file up to three times (plan, render, report); it is checked once.
+_VERDICTS: dict[tuple[str, int, int], dict[str, str | None]] = {}
+
+
+def _checked(path: Path, text: str, sessions: dict[str, Any]) -> dict[str, str | None]:
+    key = (str(path), len(text), hash(text))
+    found = _VERDICTS.get(key)
+    if found is None:
+        found = {}
+        for framework, record in sessions.items():
+            try:
+                check_session(record)
+                found[framework] = None
+            except Invalid as err:
+                found[framework] = str(err)
+        if len(_VERDICTS) > 4096:
+            _VERDICTS.clear()
+        _VERDICTS[key] = found
+    return found
+
+
 def _empty(docname: str) -> dict[str, Any]:
     return {"format": FORMAT, "page": docname, "sessions": {}}
 
@@ -148,6 +192,6 @@ def _empty(docname: str) -> dict[str, Any]:
 def _is_newer(path: Path) -> bool:
     try:
         version = json.loads(path.read_text(encoding="utf-8")).get("format")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
-    return isinstance(version, int) and version > FORMAT
+    return type(version) is int and version > FORMAT

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .ansi import strip_ansi
+from .schema import strip_controls
 
 
 @dataclass
@@ -80,7 +81,8 @@ def write_summary(directory: str | os.PathLike[str], sessions: list[SessionSumma
             if problem.traceback:
                 lines.append(problem.traceback)
             lines.append("")
-    (folder / "report.txt").write_text("\n".join(lines) or "no problems\n", encoding="utf-8")
+    report = strip_controls("\n".join(lines)) or "no problems\n"
+    (folder / "report.txt").write_text(report, encoding="utf-8", errors="backslashreplace")
 
 
 def junit_xml(sessions: list[SessionSummary], totals: dict[str, Any]) -> bytes:
@@ -112,10 +114,12 @@ def junit_xml(sessions: list[SessionSummary], totals: dict[str, Any]) -> bytes:
             tag = "error" if session.status == "failed" else "failure"
             first = session.problems[0]
             element = ET.SubElement(
-                case, tag, message=f"{first.location}: {first.message}", type=first.kind
+                case, tag, message=strip_controls(f"{first.location}: {first.message}"), type=first.kind
             )
-            element.text = "\n\n".join(
-                f"{p.location}: {p.kind}: {p.message}\n{p.traceback}".rstrip() for p in session.problems
+            element.text = strip_controls(  # XML 1.0 cannot hold them
+                "\n\n".join(
+                    f"{p.location}: {p.kind}: {p.message}\n{p.traceback}".rstrip() for p in session.problems
+                )
             )
         elif session.origin != "run":
             why = f" ({session.reason})" if session.reason else ""

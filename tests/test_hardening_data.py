@@ -1,0 +1,675 @@
+"""Hardening, the data: no output or store entry can crash a build, reach a page raw, or be lost.
+
+Written from the classes of issue 12, not from its examples alone:
+
+1. one bad output or store entry must not crash the build (nor every later build): a store file
+   or session of any wrong shape is a located ``livecells.store`` warning naming the file, and
+   its session runs again (or, in a ``cache`` build, the page shows what it would without it);
+2. nothing from a cell or a store reaches HTML, LaTeX, a notebook, the report or the terminal
+   raw: markup is escaped, escape sequences and control characters are removed per builder;
+3. a store that cannot be written leaves the pages of this build's results, with a warning;
+7. output and messages are bounded where they are stored, shown and warned, with a note.
+
+Most tests write store files by hand and build with ``livecells_execute = "cache"`` (no
+kernel); one module-scoped real-kernel build covers what only a kernel produces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import build_site, cell_with, outputs, soup
+from livecells.ansi import ansi_to_html, strip_ansi
+from livecells.schema import (
+    Invalid,
+    check_output,
+    check_session,
+    css_name,
+    repair_session,
+    strip_controls,
+)
+from livecells.store import OutputStore
+
+EXT = str(Path(__file__).parents[1] / "ext")
+
+#: The cells of the test-harden root, per page: (index, framework, code).
+INDEX = [
+    (0, "alpha", 'print("first")'),
+    (1, "alpha", "second = 2"),
+    (2, "alpha", 'print("third")'),
+    (3, "beta", 'print("beta cell")'),
+]
+OTHER = [(0, "alpha", 'print("other page")')]
+#: Every C0 and C1 control but newline and tab.
+CONTROLS = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]]
+
+
+def sha(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def stream(text: str, name: str = "stdout") -> dict:
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def cell(index: int, code: str, *outs: dict, **extra) -> dict:
+    return {
+        "index": index,
+        "code_sha": sha(code),
+        "status": "ok",
+        "outputs": list(outs),
+        "time": 0.01,
+        "execution_count": index + 1,
+        **extra,
+    }
+
+
+def session(cells: list, **extra) -> dict:
+    return {
+        "framework": "alpha",
+        "key": "k",
+        "environment": "e",
+        "status": "ok",
+        "message": None,
+        "duration": 0.1,
+        "run_id": "stored-run",
+        "cells": cells,
+        "provenance": {"date": "2026-01-01T00:00:00+00:00", "host": "box", "device": "CPU X"},
+        **extra,
+    }
+
+
+def good_sessions(cells=INDEX) -> dict:
+    """Valid stored sessions of a page: each cell prints '<code> out'."""
+    by_fw: dict[str, list] = {}
+    for index, framework, code in cells:
+        by_fw.setdefault(framework, []).append(cell(index, code, stream(f"{code} out\n")))
+    return {fw: session(cs, framework=fw) for fw, cs in by_fw.items()}
+
+
+def write_store(src: Path, docname: str, sessions=None, *, text: str | None = None) -> Path:
+    path = src / "_livecells" / f"{docname}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if text is None:
+        text = json.dumps({"format": 1, "page": docname, "sessions": sessions})  # \ud800 escaped
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def site(tmp_path, rootdir):
+    src = tmp_path / "site"
+    shutil.copytree(rootdir / "test-harden", src)
+    write_store(src, "other", good_sessions(OTHER))
+    return src
+
+
+def cache_build(src: Path, builder: str = "html", **overrides):
+    conf = {"livecells_execute": "cache", **{f"livecells_{k}": v for k, v in overrides.items()}}
+    return build_site(src, builder, freshenv=True, confoverrides=conf)
+
+
+def page(app, name: str = "index"):
+    return soup(app.outdir / f"{name}.html")
+
+
+def warnings_of(warnings: str, subtype: str) -> list[str]:
+    return [line for line in warnings.splitlines() if f"[livecells.{subtype}]" in line]
+
+
+def assert_others_survive(app) -> None:
+    """The valid beta session of index and the other page still show their stored output."""
+    assert "beta cell\") out" in outputs(cell_with(page(app), "beta cell"))
+    assert "print(\"other page\") out" in outputs(cell_with(page(app, "other"), "other page"))
+
+
+def assert_page_clean(html: str) -> None:
+    """Nothing raw: no injected tag, no control character, no escape sequence."""
+    assert "<img onerror" not in html and "<script>alert" not in html
+    assert not any(c in html for c in CONTROLS), [hex(ord(c)) for c in CONTROLS if c in html]
+
+
+# -- class 1: a store file or session of the wrong shape ------------------------------------------
+
+BAD_FILES = {
+    "a JSON number": "42",
+    "a JSON list": "[1, 2]",
+    "a JSON string": '"sessions"',
+    "null": "null",
+    "sessions is a list": '{"format": 1, "sessions": []}',
+    "format is a string": '{"format": "1", "sessions": {}}',
+    "format is missing": '{"sessions": {}}',
+    "a depth bomb": "[" * 100_000 + "]" * 100_000,
+    "a huge integer": '{"format": 1, "sessions": {}, "x": ' + "9" * 10_000 + "}",
+    "truncated JSON": '{"format": 1, "sessions": {"alpha": {"cells": [',
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("why", list(BAD_FILES))
+def test_a_bad_store_file_is_a_located_warning_and_nothing_else(site, why):
+    path = write_store(site, "index", text=BAD_FILES[why])
+    app, warnings = cache_build(site)
+    found = warnings_of(warnings, "store")
+    assert found and all(str(path) in w for w in found), warnings
+    assert all("index" in w.split("WARNING")[0] for w in found)
+    assert "Traceback" not in warnings and "Exception occurred" not in warnings
+    # The page is written: its cells show their recorded output or nothing, never a crash.
+    assert "RECORDED-BETA" in outputs(cell_with(page(app), "beta cell"))
+    assert "other page\") out" in outputs(cell_with(page(app, "other"), "other page"))
+
+
+def test_a_store_file_that_is_not_utf8_is_a_warning(site):
+    path = site / "_livecells" / "index.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(b'{"format": 1, "sessions": {"\xff\xfe": 1}}')
+    app, warnings = cache_build(site)
+    assert any(str(path) in w for w in warnings_of(warnings, "store")), warnings
+    assert (app.outdir / "index.html").exists()
+
+
+def _bad_sessions() -> dict[str, dict]:
+    """One bad alpha session per member of the class; the beta session stays valid."""
+    code0, code1, code2 = INDEX[0][2], INDEX[1][2], INDEX[2][2]
+
+    def alpha(*outs, **cell_extra):
+        return session([cell(0, code0, *outs, **cell_extra), cell(1, code1), cell(2, code2)])
+
+    deep: dict = {}
+    level = deep
+    for _ in range(500):
+        level["x"] = {}
+        level = level["x"]
+    return {
+        "session is a list": [1, 2],
+        "session is a string": "ok",
+        "cells is a dict": session({"0": cell(0, code0)}),
+        "cells missing": {k: v for k, v in session([]).items() if k != "cells"},
+        "a cell is a number": session([7]),
+        "time is a string": alpha(time="1.5"),
+        "time is NaN": alpha(time=float("nan")),
+        "time is inf": alpha(time=float("inf")),
+        "time is negative": alpha(time=-3.0),
+        "time is a bool": alpha(time=True),
+        "index is a string": session([{**cell(0, code0), "index": "0"}]),
+        "status missing": session([{k: v for k, v in cell(0, code0).items() if k != "status"}]),
+        "status unknown": alpha(status="exploded"),
+        "code_sha is a number": session([{**cell(0, code0), "code_sha": 5}]),
+        "outputs is a string": session([{**cell(0, code0), "outputs": "hello"}]),
+        "bad base64 image": alpha({"output_type": "display_data", "data": {"image/png": "abc"}, "metadata": {}}),
+        "image value is a number": alpha({"output_type": "display_data", "data": {"image/png": 5}, "metadata": {}}),
+        "image value is a dict": alpha({"output_type": "display_data", "data": {"image/jpeg": {}}, "metadata": {}}),
+        "text/plain is a list of numbers": alpha({"output_type": "execute_result", "data": {"text/plain": [1, 2]}}),
+        "data is a list": alpha({"output_type": "display_data", "data": ["text/plain"], "metadata": {}}),
+        "metadata depth bomb": alpha({"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": deep}),
+        "unknown output_type": alpha({"output_type": "telepathy", "text": "?"}),
+        "output is a list": alpha(["stream", "stdout", "x"]),
+        "stream text is a number": alpha({"output_type": "stream", "name": "stdout", "text": 3}),
+        "stream name is null": alpha({"output_type": "stream", "name": None, "text": "x"}),
+        "lone surrogate in text": alpha(stream("bad \ud800 text")),
+        "lone surrogate in a key": alpha({"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {"\udc80": 1}}),
+        "traceback is a string": alpha(status="error", error={"ename": "E", "evalue": "v", "traceback": "tb"}),
+        "error is a list": alpha(status="error", error=["E"]),
+        "evalue is a number": alpha({"output_type": "error", "ename": "E", "evalue": 1, "traceback": []}),
+        "execution_count is a string": alpha(execution_count="1"),
+        "duration is a string": {**alpha(), "duration": "long"},
+        "duration is NaN": {**alpha(), "duration": float("nan")},
+        "provenance is a list": {**alpha(), "provenance": ["CPU"]},
+        "host is a number": {**alpha(), "provenance": {"host": 5}},
+        "device is a dict": {**alpha(), "provenance": {"device": {"name": "x"}}},
+        "kernelspec is a list": {**alpha(), "provenance": {"kernelspec": ["python3"]}},
+        "kernelspec name is a number": {**alpha(), "provenance": {"kernelspec": {"name": 3}}},
+        "status is a number": {**alpha(), "status": 0},
+        "key is a list": {**alpha(), "key": ["k"]},
+        "message is a list": {**alpha(), "message": ["x"]},
+    }
+
+
+BAD_SESSIONS = _bad_sessions()
+
+
+@pytest.mark.parametrize("why", list(BAD_SESSIONS))
+def test_the_schema_refuses_each_wrong_shape(why):
+    with pytest.raises(Invalid):
+        check_session(BAD_SESSIONS[why])
+
+
+def test_the_schema_accepts_what_livecells_writes():
+    for record in good_sessions().values():
+        check_session(record)
+    image = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo=\n", "text/plain": ["a", "b"],
+                                                      "application/json": {"a": [1, None, True]}}, "metadata": {}}
+    check_output(image)
+    check_output({"output_type": "error", "ename": "E", "evalue": "", "traceback": ["x"]})
+
+
+@pytest.mark.parametrize(
+    "why", ["session is a list", "time is NaN", "bad base64 image", "lone surrogate in text",
+            "cells is a dict", "unknown output_type", "metadata depth bomb", "host is a number"]
+)
+def test_a_bad_session_is_a_located_warning_and_the_rest_renders(site, why):
+    sessions = good_sessions()
+    sessions["alpha"] = BAD_SESSIONS[why]
+    path = write_store(site, "index", sessions)
+    app, warnings = cache_build(site)
+    found = warnings_of(warnings, "store")
+    assert len(found) == 1 and str(path) in found[0] and "'alpha'" in found[0], warnings
+    assert "runs again" in found[0]
+    assert "Traceback" not in warnings
+    assert_others_survive(app)
+    # The bad session is not shown: alpha's cells have no stored output.
+    assert "first\") out" not in outputs(cell_with(page(app), 'print("first")'))
+    # Its notebook download is still a valid notebook, without the bad outputs.
+    notebook = json.loads((app.outdir / "_downloads/livecells/index.alpha.ipynb").read_text())
+    assert all(c.get("outputs", []) == [] for c in notebook["cells"] if c["cell_type"] == "code")
+    beta = json.loads((app.outdir / "_downloads/livecells/index.beta.ipynb").read_text())
+    assert any(c.get("outputs") for c in beta["cells"] if c["cell_type"] == "code")
+
+
+def test_a_bad_session_runs_again_and_is_replaced(site, no_kernel_left):
+    sessions = good_sessions()
+    sessions["alpha"] = BAD_SESSIONS["bad base64 image"]
+    path = write_store(site, "index", sessions)
+    app, warnings = build_site(site, freshenv=True)
+    assert len(warnings_of(warnings, "store")) == 1, warnings
+    # (The hand-written sessions have made-up keys: the good ones run again too.)
+    stored = json.loads(path.read_text())["sessions"]
+    check_session(stored["alpha"])
+    assert stored["alpha"]["run_id"] == app.livecells_state.run_id
+    assert "first" in outputs(cell_with(page(app), 'print("first")'))
+    app, warnings = build_site(site)
+    assert not warnings_of(warnings, "store") and app.livecells_state.ran == 0
+
+
+def test_the_report_directive_and_cli_survive_bad_sessions(site):
+    sessions = good_sessions()
+    sessions["alpha"] = BAD_SESSIONS["time is a string"]
+    (site / "other.rst").write_text((site / "other.rst").read_text() + "\n.. live-report::\n")
+    write_store(site, "index", sessions)
+    write_store(site, "broken", text="[[[")
+    app, warnings = cache_build(site)
+    assert "Traceback" not in warnings
+    assert "box" in page(app, "other").select_one("table.livecells-report").get_text()
+    for extra in ([], ["--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "livecells", "report", "-s", str(site), *extra],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": EXT}, timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "broken.json" in done.stderr and "'alpha'" in done.stderr
+        assert "beta" in done.stdout and "Traceback" not in done.stderr
+    # clear -f on a damaged file: a warning, not a traceback; clear without -f removes it.
+    env = {**os.environ, "PYTHONPATH": EXT}
+    done = subprocess.run([sys.executable, "-m", "livecells", "clear", "-s", str(site), "-f", "alpha", "broken"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and "broken.json" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "livecells", "clear", "-s", str(site), "broken"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and not (site / "_livecells" / "broken.json").exists()
+
+
+def test_the_cli_report_prints_no_control_characters(site):
+    sessions = good_sessions()
+    sessions["alpha"]["provenance"]["host"] = "\x1b]0;pwned\x07box\x1b[2J"
+    write_store(site, "index", sessions)
+    done = subprocess.run([sys.executable, "-m", "livecells", "report", "-s", str(site)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": EXT}, timeout=60)
+    assert done.returncode == 0
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+
+
+def test_the_writer_replaces_a_bad_session_and_keeps_the_good_ones(tmp_path):
+    store = OutputStore(tmp_path / "_livecells")
+    sessions = good_sessions()
+    sessions["alpha"] = BAD_SESSIONS["lone surrogate in text"]
+    write_store(tmp_path, "index", sessions)
+    problems: list[str] = []
+    assert set(store.load("index", problems)["sessions"]) == {"beta"} and len(problems) == 1
+    store.save_session("index", "gamma", good_sessions()["beta"])  # never crashes on the bad one
+    assert set(store.load("index")["sessions"]) == {"beta", "gamma"}
+
+
+# -- class 2: nothing reaches the page raw ---------------------------------------------------------
+
+HOSTILE = '"><img onerror=alert(1)>'
+NASTY_TEXT = (
+    "<script>alert(1)</script> & \\ { } % ^^ $ # _ ~ "
+    "\x1b[38:5:1mcolon\x1b[0m \x1b[38;2;1;2;3mtrue\x1b[0m \x1bc \x1b7 \x1b8 \x1b(B "
+    "\x1b]0;title\x07 \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ \x9b31m "
+    + "".join(c for c in CONTROLS if c not in "\x1b\x9b\r\b")  # (\r, \b act as in a terminal)
+    + " END"
+)
+
+
+def hostile_sessions() -> dict:
+    sessions = good_sessions()
+    code0, code1, code2 = (c for _, _, c in INDEX[:3])
+    svg = '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+    sessions["alpha"] = session(
+        [
+            cell(0, code0, stream("named badly\n", name=HOSTILE), stream(NASTY_TEXT + "\n"),
+                 {"output_type": "stream", "name": "stdout", "text": ["multi", "line\n"]}),
+            cell(1, code1, {"output_type": "display_data", "data": {"image/svg+xml": svg, "text/plain": "svg"},
+                            "metadata": {}},
+                 {"output_type": "execute_result", "data": {"text/plain": NASTY_TEXT}, "execution_count": 2}),
+            cell(2, code2, stream("third out\n"), status="error",
+                 error={"ename": "Boom<b>", "evalue": NASTY_TEXT, "traceback": [NASTY_TEXT]}),
+        ],
+        provenance={"date": "2026\x07-01", "host": "<b>host</b>\x1b[2J", "device": "GPU\x0c<i>"},
+    )
+    return sessions
+
+
+def test_a_hostile_stored_session_reaches_no_page_raw(site):
+    write_store(site, "index", hostile_sessions())
+    (site / "other.rst").write_text((site / "other.rst").read_text() + "\n.. live-report::\n")
+    app, warnings = cache_build(site)
+    html = (app.outdir / "index.html").read_text()
+    assert_page_clean(html)
+    assert "<b>host" not in html and "<i>" not in html and "Boom<b>" not in html
+    assert "[2J" not in html
+    report = (app.outdir / "other.html").read_text()
+    assert_page_clean(report)
+    assert "<b>host" not in report and "[2J" not in report
+    # The stream named badly is shown, under a safe class, with a located warning.
+    found = warnings_of(warnings, "output")
+    assert any("index.rst:" in w and "stream named" in w for w in found), warnings
+    first = cell_with(page(app), 'print("first")')
+    assert "named badly" in outputs(first) and "colon" in outputs(first) and "END" in outputs(first)
+    assert "multiline" in outputs(first)  # nbformat's list form of a stream's text
+    # An SVG with a script is an <img>, never inline.
+    second = cell_with(page(app), "second = 2")
+    assert second.select_one("img") is not None and second.select_one("svg") is None
+    svg_file = next((app.outdir / "_images").glob("livecells-*.svg"))
+    assert "<script>" in svg_file.read_text()  # the file as written; browsers run no script in <img>
+    assert "third out" in outputs(cell_with(page(app), 'print("third")'))
+    assert_others_survive(app)
+    notebook = nbformat.read(app.outdir / "_downloads/livecells/index.alpha.ipynb", as_version=4)
+    nbformat.validate(notebook)
+    assert any(o.get("name") == HOSTILE for c in notebook.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.parametrize("builder", ["latex", "text"])
+def test_a_hostile_stored_session_reaches_no_tex_or_text_raw(site, builder):
+    write_store(site, "index", hostile_sessions())
+    app, warnings = cache_build(site, builder)
+    out = next(Path(app.outdir).glob("*.tex" if builder == "latex" else "index.txt")).read_text()
+    assert not any(c in out for c in CONTROLS), [hex(ord(c)) for c in CONTROLS if c in out]
+    assert "colon" in out and "END" in out and "third out" in out
+    if builder == "latex":
+        # Output special characters are escaped by the verbatim environment, not passed raw.
+        body = out[out.index("colon") - 200 : out.index("END")]
+        for escaped in ["\\PYGZbs{}", "\\PYGZob{}", "\\PYGZcb{}", "\\PYGZpc{}", "\\PYGZca{}\\PYGZca{}"]:
+            assert escaped in body, escaped
+        assert "\\begin{sphinxVerbatim}" in out[: out.index("colon")]
+
+
+def test_ansi_and_controls_are_removed_for_every_builder():
+    for text in [NASTY_TEXT, *CONTROLS, "\x1b", "\x1b[", "\x1b]unterminated", "\x1b[38:5:1"]:
+        plain, html = strip_ansi(text), ansi_to_html(text)
+        for out in (plain, html):
+            assert not any(c in out for c in CONTROLS), (text, out)
+        assert "<script" not in html
+    assert strip_ansi("a\tb\nc") == "a\tb\nc"
+    assert ansi_to_html("\x1b[31mred\x1b[0m") == '<span class="ansi-red-fg">red</span>'
+    assert ansi_to_html("\x1b[1;38:5:1mx") == '<span class="ansi-bold">x</span>'
+    assert strip_controls("a\x00b\x85c\u2028d") == "abc\u2028d"
+
+
+def test_css_names_are_safe_whatever_they_are_made_of():
+    for name in [HOSTILE, "", "stdout", "a b", "ü", "x" * 500, "'", "--", 5, None]:
+        made = css_name(name)
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,40}", made), made
+    assert css_name("stdout") == "stdout" and css_name("stderr") == "stderr"
+
+
+# -- class 7: bounded where stored, shown and warned -------------------------------------------------
+
+
+def test_huge_reprs_and_messages_are_cut_with_a_note():
+    code0 = INDEX[0][2]
+    huge = "x" * 30_000_000
+    record = session([cell(0, code0,
+                           {"output_type": "execute_result", "data": {"text/plain": huge, "text/html": huge},
+                            "execution_count": 1, "metadata": {}},
+                           {"output_type": "error", "ename": "E", "evalue": "m" * 5_000_000,
+                            "traceback": ["t" * 5_000_000, "u" * 10]},
+                           status="error", error={"ename": "E", "evalue": "m" * 5_000_000,
+                                                  "traceback": ["t" * 5_000_000]})])
+    repair_session(record, 100_000)
+    check_session(record)
+    size = len(json.dumps(record))
+    assert size < 500_000, size
+    result, error = record["cells"][0]["outputs"]
+    assert "characters cut" in result["data"]["text/plain"][-200:]
+    assert "text/html" not in result["data"]  # cut markup would be broken markup
+    assert "30,000,000" in result["livecells_refused"] and "text/html" in result["livecells_refused"]
+    assert len(error["evalue"]) < 20_000 and "characters cut" in error["evalue"]
+    assert "characters cut" in error["livecells_refused"] or "cut" in error["livecells_refused"]
+    assert len(record["cells"][0]["error"]["evalue"]) < 20_000
+
+
+def test_a_huge_stored_output_is_cut_when_shown(site):
+    sessions = good_sessions()
+    code0 = INDEX[0][2]
+    sessions["alpha"]["cells"][0] = cell(
+        0, code0, stream("s" * 3_000_000),
+        {"output_type": "execute_result", "data": {"text/plain": "p" * 3_000_000}, "execution_count": 1},
+        {"output_type": "error", "ename": "E", "evalue": "e" * 3_000_000, "traceback": ["t" * 3_000_000]},
+    )
+    write_store(site, "index", sessions)
+    app, warnings = cache_build(site)
+    assert (app.outdir / "index.html").stat().st_size < 1_000_000
+    assert (app.outdir / "index.html").read_text().count("more characters cut") == 3
+    assert_others_survive(app)
+
+
+def test_repair_makes_what_a_cell_can_tamper_with_storable():
+    """A cell can reach livecells' helpers in its kernel (the timer, the probe)."""
+    code0 = INDEX[0][2]
+    for bad in [{"time": float("nan")}, {"time": "1"}, {"time": -1.0}, {"execution_count": "x"}]:
+        record = session([cell(0, code0, **bad)],
+                         provenance={"host": 5, "kernelspec": ["x"], "odd": {"k": float("inf")}, "device": "CPU"})
+        assert repair_session(record, 100_000)
+        check_session(record)
+        assert record["provenance"] == {"device": "CPU"}
+    record = session([cell(0, code0, status="error", error={"ename": "E", "evalue": "v", "traceback": ["x"] * 200_000})])
+    repair_session(record, 100_000)
+    check_session(record)
+    assert "more traceback entries cut" in record["cells"][0]["error"]["traceback"][-1]
+
+
+def test_repair_turns_every_bad_output_into_a_note_and_keeps_the_rest():
+    code0 = INDEX[0][2]
+    bad = [
+        {"output_type": "display_data", "data": {"image/png": "abc"}, "metadata": {}},
+        {"output_type": "display_data", "data": {"image/png": 5}, "metadata": {}},
+        {"output_type": "telepathy"},
+        "not an output",
+    ]
+    record = session([cell(0, code0, stream("before\n"), *bad, stream("lone \ud800\n"), stream("after\n"))])
+    repaired = repair_session(record, 100_000)
+    check_session(record)
+    outs = record["cells"][0]["outputs"]
+    assert len(repaired) == len(bad) and len(outs) == len(bad) + 3
+    assert outs[0]["text"] == "before\n" and outs[-1]["text"] == "after\n"
+    assert outs[-2]["text"] == "lone \ufffd\n"
+    assert all(o.get("livecells_refused", "").startswith("an output was left out") for o in outs[1:-2])
+    json.dumps(record, ensure_ascii=False).encode("utf-8")  # storable
+
+
+# -- the real kernel: what only a cell produces ------------------------------------------------------
+
+KERNEL_PAGE = r'''
+Kernel
+======
+
+.. live-cell:: alpha
+
+   print("before the bad ones")
+
+.. live-cell:: alpha
+
+   from IPython.display import display
+   display({"image/png": "abc"}, raw=True)
+   display({"image/png": 5, "text/plain": "five"}, raw=True)
+   print("printed after the bad image")
+
+.. live-cell:: alpha
+
+   import sys
+   sys.stdout.name = '"><img onerror=alert(1)>'
+   print("stdout with a hostile name")
+
+.. live-cell:: alpha
+
+   print("\x1b[38:5:1mcolon\x1b[0m \x1bc \x1b7 \x07\x0c\x0b \\ { } % ^^ <script>x</script> END")
+
+.. live-cell:: alpha
+
+   class Big:
+       def __repr__(self):
+           return "r" * 3_000_000
+   Big()
+
+.. live-cell:: alpha
+   :raises: ValueError
+
+   raise ValueError("v" * 2_000_000)
+
+.. live-cell:: alpha
+
+   print("the last cell ran")
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel_site(tmp_path_factory, rootdir):
+    src = tmp_path_factory.mktemp("kernel") / "site"
+    shutil.copytree(rootdir / "test-harden", src)
+    (src / "index.rst").write_text(KERNEL_PAGE)
+    (src / "other.rst").unlink()
+    app, warnings = build_site(src, freshenv=True)
+    return src, app, warnings
+
+
+def test_bad_outputs_from_a_kernel_are_warnings_and_the_build_goes_on(kernel_site, no_kernel_left):
+    src, app, warnings = kernel_site
+    html = (app.outdir / "index.html").read_text()
+    assert_page_clean(html)
+    found = warnings_of(warnings, "output")
+    assert any("left out" in w and "index.rst:" in w for w in found), warnings
+    for text in ["before the bad ones", "printed after the bad image", "stdout with a hostile name",
+                 "colon", "END", "the last cell ran"]:
+        assert text in html, text
+    # What was stored is valid: the next build (the publishing cache build too) reads it.
+    record = json.loads((src / "_livecells" / "index.json").read_text())
+    check_session(record["sessions"]["alpha"])
+    assert (src / "_livecells" / "index.json").stat().st_size < 1_000_000
+    app2, warnings2 = cache_build(src)
+    assert not warnings_of(warnings2, "store") and "Traceback" not in warnings2
+    assert "the last cell ran" in (app2.outdir / "index.html").read_text()
+
+
+def test_huge_output_from_a_kernel_is_bounded_in_page_store_and_warning(kernel_site):
+    src, app, warnings = kernel_site
+    assert (app.outdir / "index.html").stat().st_size < 1_000_000
+    assert max(len(line) for line in warnings.splitlines()) < 2_000
+    assert any("cut" in w for w in warnings_of(warnings, "output")), warnings
+    html = (app.outdir / "index.html").read_text()
+    assert "characters cut" in html
+
+
+def test_a_kernel_build_to_latex_from_the_store_is_clean(kernel_site):
+    src, _, _ = kernel_site
+    app, warnings = cache_build(src, "latex")
+    tex = next(Path(app.outdir).glob("*.tex")).read_text()
+    assert not any(c in tex for c in CONTROLS)
+    assert "colon" in tex and "END" in tex
+
+
+# -- class 3: a store that cannot be written ---------------------------------------------------------
+
+
+def _unwritable(src: Path, how: str) -> dict:
+    """Make the store unwritable in one way; return the config overrides that go with it."""
+    if how == "a file where the folder should be":
+        (src / "_livecells").write_text("not a folder")
+        return {}
+    if how == "a file where the page's folder should be":
+        (src / "sub").mkdir()
+        (src / "sub" / "page.rst").write_text("Sub\n===\n\n.. live-cell:: alpha\n\n   print('in sub')\n")
+        (src / "index.rst").write_text((src / "index.rst").read_text().replace("   other\n", "   other\n   sub/page\n"))
+        (src / "_livecells").mkdir()
+        (src / "_livecells" / "sub").write_text("not a folder")
+        return {}
+    if how == "deleted and replaced by a file mid-build":
+        (src / "index.rst").write_text(
+            (src / "index.rst").read_text().replace(
+                'print("first")',
+                'import shutil, os; shutil.rmtree("_livecells", ignore_errors=True); '
+                'open("_livecells", "w").close(); print("first")',
+            )
+        )
+        return {}
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how", ["a file where the folder should be", "a file where the page's folder should be",
+            "deleted and replaced by a file mid-build"],
+)
+def test_an_unwritable_store_still_shows_this_builds_results(site, how, no_kernel_left):
+    shutil.rmtree(site / "_livecells")
+    (site / "other.rst").write_text((site / "other.rst").read_text() + "\n.. live-report::\n")
+    _unwritable(site, how)
+    app, warnings = build_site(site, freshenv=True)
+    found = warnings_of(warnings, "store")
+    assert any("not stored" in w for w in found), warnings
+    assert "Traceback" not in warnings
+    assert "first" in outputs(cell_with(page(app), 'print("first")'))
+    assert "third" in outputs(cell_with(page(app), 'print("third")'))
+    assert "beta cell" in outputs(cell_with(page(app), "beta cell"))
+    assert "other page" in outputs(cell_with(page(app, "other"), "other page"))
+    assert "this build" in page(app, "other").select_one("table.livecells-report").get_text()
+    if how == "a file where the page's folder should be":
+        assert "in sub" in outputs(cell_with(page(app, "sub/page"), "in sub"))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_store_still_shows_this_builds_results(site, no_kernel_left):
+    store = site / "_livecells"
+    shutil.rmtree(store)
+    store.mkdir()
+    store.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        app, warnings = build_site(site, freshenv=True)
+    finally:
+        store.chmod(stat.S_IRWXU)
+    assert any("not stored" in w for w in warnings_of(warnings, "store")), warnings
+    assert "first" in outputs(cell_with(page(app), 'print("first")'))
+
+
+def test_a_store_that_refuses_writes_still_shows_this_builds_results(site, monkeypatch, no_kernel_left):
+    """Read-only, as root sees it too: every write into the store fails with EACCES."""
+    import livecells.store
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(site / "_livecells"))
+
+    monkeypatch.setattr(livecells.store.OutputStore, "_write", refuse)
+    app, warnings = build_site(site, freshenv=True)
+    assert any("Permission denied" in w and "not stored" in w for w in warnings_of(warnings, "store")), warnings
+    assert "first" in outputs(cell_with(page(app), 'print("first")'))
+    assert "beta cell" in outputs(cell_with(page(app), "beta cell"))
