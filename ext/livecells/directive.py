@@ -12,6 +12,7 @@ from typing import Any
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from docutils.statemachine import StateMachine
 from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
@@ -134,7 +135,7 @@ class LiveCellDirective(SphinxDirective):
             stderr=self.options.get("stderr", "show"),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
-            code_line=self.content_offset + 1,
+            code_line=_first_content_line(self),
             classes=self.options.get("class", []),
         )
         self.set_source_info(cell)
@@ -162,8 +163,22 @@ class LiveSettingsDirective(SphinxDirective):
         return [node]
 
 
+def _first_content_line(directive: SphinxDirective) -> int:
+    """The 1-based source line of a directive's first content line.
+
+    docutils' RST parser counts ``content_offset`` from the top of the file; MyST's mock state
+    machine counts it from the directive's own line (0: the line after the fence).
+    """
+    if isinstance(directive.state_machine, StateMachine):
+        return directive.content_offset + 1
+    return directive.lineno + directive.content_offset + 1
+
+
 def _is_recorded_output(node: nodes.Node) -> bool:
-    return isinstance(node, nodes.literal_block) and "output" in node.get("classes", [])
+    """A literal block of class ``output``, or (MyST) a fence whose language is ``output``."""
+    if not isinstance(node, nodes.literal_block):
+        return False
+    return "output" in node.get("classes", []) or node.get("language") == "output"
 
 
 def _skippable(node: nodes.Node) -> bool:
