@@ -135,14 +135,12 @@ def test_prose_labels_and_other_directives_untouched(tabbed: ConvertResult) -> N
         assert chunk in tabbed.text
 
 
-def test_text_tabs_become_a_tab_set_synced_with_the_cells(tabbed: ConvertResult) -> None:
+def test_text_tabs_become_framework_prose(tabbed: ConvertResult) -> None:
     assert tabbed.text.endswith(
-        ".. tab-set::\n   :sync-group: framework\n\n"
-        "   .. tab-item:: PyTorch\n      :sync: pytorch\n\n"
-        "      `Discussions <https://discuss.d2l.ai/t/2564>`__\n\n"
-        "   .. tab-item:: MXNet\n      :sync: mxnet\n\n"
-        "      `Discussions <https://discuss.d2l.ai/t/361>`__\n"
+        ".. live-text:: pytorch\n\n   `Discussions <https://discuss.d2l.ai/t/2564>`__\n\n"
+        ".. live-text:: mxnet\n\n   `Discussions <https://discuss.d2l.ai/t/361>`__\n"
     )
+    assert tabbed.prose == 2
 
 
 @pytest.mark.parametrize("path", [TABBED, JA, UNTABBED], ids=lambda p: p.name)
@@ -264,13 +262,25 @@ def test_markdown_python_block_is_static_code() -> None:
     assert result.text == text
 
 
-def test_rich_output_is_kept_after_its_cell_with_a_warning() -> None:
-    text = CELL + "\n\n.. figure:: output_plot_3_0.svg\n\n\nAfter.\n"
+def test_figure_output_is_a_recorded_output_of_its_cell() -> None:
+    text = CELL + "\n\n.. figure:: output_plot_3a9f00_3_0.svg\n\n\nAfter.\n"
     result = convert_text(text, source="t.rst")
     assert result.text == (
-        ".. live-cell:: pytorch\n\n   x = 1\n\n.. figure:: output_plot_3_0.svg\n\n\nAfter.\n"
+        ".. live-cell:: pytorch\n\n   x = 1\n\n.. figure:: output_plot_3a9f00_3_0.svg\n\nAfter.\n"
     )
-    assert warned_lines(result) == [line_of(text, ".. figure::")]
+    assert result.warnings == []
+    assert (result.figures, result.outputs) == (1, 0)
+
+
+def test_html_output_is_kept_after_its_cell_with_a_warning() -> None:
+    text = CELL + ".. raw:: html\n\n    <table><tr><td>1</td></tr></table>\n\nAfter.\n"
+    result = convert_text(text, source="t.rst")
+    assert result.text == (
+        ".. live-cell:: pytorch\n\n   x = 1\n\n"
+        ".. raw:: html\n\n    <table><tr><td>1</td></tr></table>\n\nAfter.\n"
+    )
+    assert warned_lines(result) == [line_of(text, ".. raw:: html")]
+    assert "HTML output" in result.warnings[0]
 
 
 def test_stray_closing_div_is_kept_and_warned() -> None:
@@ -281,22 +291,23 @@ def test_stray_closing_div_is_kept_and_warned() -> None:
     assert result.text == text
 
 
-def test_panels_interleaving_prose_and_cells_are_kept_verbatim() -> None:
+def test_panels_interleaving_prose_and_cells_keep_their_order() -> None:
     body = "In PyTorch:\n\n" + CELL + "And then:\n\n"
     text = BAR + panel("pytorch", 0, body) + panel("mxnet", 1, CELL) + CLOSE
     result = convert_text(text, source="t.rst")
-    assert warned_lines(result) == [1]
-    assert "interleave" in result.warnings[0]
-    assert result.text == text
+    assert result.warnings == []
+    assert result.text == (
+        ".. live-text:: pytorch\n\n   In PyTorch:\n\n.. live-cell:: pytorch\n\n   x = 1\n\n"
+        ".. live-text:: pytorch\n\n   And then:\n\n.. live-cell:: mxnet\n\n   x = 1\n"
+    )
 
 
-def test_prose_before_cells_in_panels_becomes_tab_set_then_cells() -> None:
+def test_prose_before_cells_in_panels_becomes_framework_prose_then_cells() -> None:
     text = BAR + panel("pytorch", 0, "Torch prose.\n\n" + CELL) + panel("mxnet", 1, CELL) + CLOSE
     result = convert_text(text)
     assert result.warnings == []
     assert result.text == (
-        ".. tab-set::\n   :sync-group: framework\n\n"
-        "   .. tab-item:: PyTorch\n      :sync: pytorch\n\n      Torch prose.\n\n"
+        ".. live-text:: pytorch\n\n   Torch prose.\n\n"
         ".. live-cell:: pytorch\n\n   x = 1\n\n.. live-cell:: mxnet\n\n   x = 1\n"
     )
 
@@ -361,7 +372,12 @@ def test_cli_file_to_stdout_with_warnings_on_stderr(tmp_path: Path, capsys) -> N
     assert args.func(args) == 0
     captured = capsys.readouterr()
     assert cell_frameworks(captured.out) == ["mxnet", "mxnet"]
-    assert re.fullmatch(rf"{re.escape(str(path))}:\d+: WARNING: .*\n", captured.err)
+    warning, summary = captured.err.splitlines()
+    assert re.fullmatch(rf"{re.escape(str(path))}:\d+: WARNING: .*", warning)
+    assert summary == (
+        f"{path}: 2 cells in; cells out: 2 mxnet; recorded outputs kept: 1 text, 0 figures; "
+        "framework prose blocks: 0"
+    )
 
 
 def test_cli_file_and_directory_to_output(tmp_path: Path, capsys) -> None:
@@ -371,7 +387,9 @@ def test_cli_file_and_directory_to_output(tmp_path: Path, capsys) -> None:
     make_book(tmp_path / "book")
     assert run(parse(str(tmp_path / "book"), "--output", str(tmp_path / "html_src"))) == 0
     assert (tmp_path / "html_src" / "chapter_perf" / "async.rst").exists()
-    assert capsys.readouterr().out == ""
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{TABBED}: 7 cells in; cells out: 3 pytorch, 3 mxnet, 1 all; " in captured.err
 
 
 def test_cli_errors(tmp_path: Path, capsys) -> None:

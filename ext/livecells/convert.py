@@ -1,30 +1,29 @@
 """``python -m livecells convert``: turn a d2lbook-generated RST chapter into ``live-cell`` form.
 
-d2lbook (``d2lbook build rst --tab all``) writes each framework's cells into HTML tab panels::
+d2lbook 1.0 (``d2lbook build rst --tab all``) writes each framework's cells, and its
+``:begin_tab:`` prose, into HTML tab panels: a group is a tab bar, one panel per tab and a
+closing ``</div>``, each a ``.. raw:: html`` block (the shape is described in
+``shared/d2l-corpus/README.md``). A cell is a ``.. code:: python`` block (after a
+``\\diilbookstyleinputcell`` LaTeX marker), followed by its outputs: ``.. parsed-literal::`` blocks
+of class ``output`` and bare ``.. figure:: output_<stem>_<sha>_<n>_0.svg`` images.
 
-    .. raw:: html
+The converter walks each panel in order and writes, in place:
 
-        <div class="mdl-tabs__panel is-active" id="pytorch-1-0">
-
-    .. raw:: latex
-
-       \\diilbookstyleinputcell
-
-    .. code:: python
-
-        x = torch.ones(2)
-
-followed by ``.. parsed-literal::`` blocks of class ``output``. The converter replaces each
-notebook cell by ``.. live-cell:: <framework>`` (the framework taken from the enclosing panel),
-keeps its outputs as recorded outputs, and drops the tab HTML and the d2lbook LaTeX style markers.
-Per-framework prose (d2lbook's ``:begin_tab:`` text tabs, such as the "Discussions" link that ends
-every d2l chapter) becomes a sphinx-design ``tab-set`` synced with the cells' tabs. Everything
-else is kept as it is. A shape it does not understand is kept verbatim, with a warning that names
-its line. Converting converted text changes nothing.
+- each cell as ``.. live-cell:: <framework>`` (the framework of its panel), its code unchanged;
+- each output right after its cell, as a recorded output: text as ``.. parsed-literal::`` of
+  class ``output`` (the directive shows it literally), an image as the same bare figure;
+- each run of prose between them as ``.. live-text:: <framework>`` (framework prose), so that
+  the frameworks' prose and cells stay adjacent and form one tab group again;
+- and it drops the tab HTML and the d2lbook LaTeX style markers.
 
 A cell outside any panel: in a chapter with tab groups, d2lbook leaves a cell untabbed only when
-it ran in every tab (``#@tab all``), so it becomes ``all``; in a chapter without tabs every cell
-belongs to one framework, ``default_framework``.
+its code is the same in every tab and it has no output (``merge_tab_notebooks``), so it becomes
+``all``; in a chapter without tabs every cell belongs to one framework, ``default_framework``.
+Where the converted code asks for two devices or more (``gpu(1)``, ``'cuda:1'``, ...), an explicit
+``.. live-settings:: :gpus: N`` is written under the title, with a comment that says it was
+inferred (see :mod:`livecells.convert_settings`). Everything else is kept as it is. A shape it
+does not understand is kept verbatim, with a warning that names its line. Converting converted
+text changes nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +35,8 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .convert_settings import GpuInference, infer_gpus, settings_lines, where
 
 _EXPLICIT = re.compile(r"\.\.(\s|$)")
 _DIRECTIVE = re.compile(r"\.\.\s+([\w.+:-]+?)::(?:\s+(.*?))?\s*$")
@@ -51,8 +52,8 @@ _PANEL = re.compile(r'<div class="mdl-tabs__panel[\w -]*" id="(\w+)-\d+-\d+">')
 _LATEX_MARKERS = {"\\diilbookstyleinputcell", "\\diilbookstyleoutputcell"}
 #: Roles of blocks that are a cell's output when they follow it.
 _OUTPUTS = ("output", "image-output", "html")
-#: Tab labels for the prose tab sets (the cells' tabs take theirs from ``livecells_frameworks``).
-_LABELS = {"pytorch": "PyTorch", "mxnet": "MXNet", "tensorflow": "TensorFlow", "jax": "JAX"}
+#: A recorded image output as d2lbook writes it (nbconvert's name, ``image`` made ``figure``).
+_IMAGE_OUTPUT = re.compile(r"output_[\w.+-]*_\d+_\d+\.(?:svg|png|jpe?g|gif|pdf)")
 #: Warnings for blocks kept as they are, by role.
 _KEPT = {
     "panel": "d2lbook tab panel outside a tab group: kept as is",
@@ -67,11 +68,35 @@ INDENT = "   "
 
 @dataclass
 class ConvertResult:
-    """A converted chapter: its text, how many cells it has, and ``source:line`` warnings."""
+    """A converted chapter: its text, what was converted, and ``source:line`` warnings."""
 
     text: str
-    cells: int = 0
+    cells: int = 0  # cells converted (an ``all`` cell once)
     warnings: list[str] = field(default_factory=list)
+    cells_in: int = 0  # d2lbook cells (``.. code:: python`` blocks) in the source
+    frameworks: dict[str, int] = field(default_factory=dict)  # cells converted per framework
+    outputs: int = 0  # recorded text outputs kept
+    figures: int = 0  # recorded figure outputs kept
+    prose: int = 0  # framework prose blocks (``live-text``) written
+    gpus: int | None = None  # the ``:gpus:`` written, if any
+    settings_kept: bool = False  # the chapter has a ``live-settings`` already: not changed
+    gpu_inference: GpuInference = field(default_factory=GpuInference)
+
+    def summary(self, source: str) -> str:
+        """One line for the report: cells in and out, outputs kept, settings inferred."""
+        out = ", ".join(f"{n} {name}" for name, n in self.frameworks.items()) or "none"
+        text = (
+            f"{source}: {self.cells_in} cells in; cells out: {out}; recorded outputs kept: "
+            f"{self.outputs} text, {self.figures} figures; framework prose blocks: {self.prose}"
+        )
+        inference = self.gpu_inference
+        if self.gpus:
+            text += f"; inferred live-settings :gpus: {self.gpus} from {where(inference.evidence)}"
+        elif self.settings_kept:
+            text += f"; its live-settings kept (the code asks for {inference.gpus} devices)"
+        if inference.ignored:
+            text += f"; not counted as devices: {where(inference.ignored)}"
+        return text
 
 
 @dataclass
@@ -125,7 +150,7 @@ def _tokenize(lines: list[str]) -> list[_Block]:
 
 def _body(block: _Block) -> tuple[list[str], list[str], int]:
     """Options, content and common indent of a directive's body (docutils' reading of it)."""
-    body = block.lines[1:]
+    body = _expanded(block.lines[1:])
     indent = min((_indent(x) for x in body if x.strip()), default=0)
     options: list[str] = []
     k = 0
@@ -167,8 +192,8 @@ def _classify(block: _Block) -> str:
         return "cell" if indent >= 4 else "markdown-code"
     if block.name == "parsed-literal" and options == [":class: output"]:
         return "output"
-    if block.name in ("figure", "image") and os.path.basename(block.arg).startswith("output_"):
-        return "image-output"
+    if block.name == "figure" and len(block.lines) == 1 and _IMAGE_OUTPUT.fullmatch(block.arg):
+        return "image-output"  # bare: a figure with options or a caption is content
     if block.name == "live-cell":
         return "live-cell"
     return "other"
@@ -177,14 +202,15 @@ def _classify(block: _Block) -> str:
 class _Converter:
     """One pass over a chapter's blocks, writing the converted lines to ``out``."""
 
-    def __init__(self, text: str, default_framework: str, source: str) -> None:
-        self.lines = text.splitlines()
+    def __init__(self, lines: list[str], default_framework: str, source: str) -> None:
+        self.lines = lines
         self.blocks = _tokenize(self.lines)
         self.source = source
-        self.warnings: list[str] = []
-        self.cells = 0
+        self.result = ConvertResult("")
+        self.code: list[tuple[int, list[str]]] = []  # converted cells: first line, code
         for block in self.blocks:
             block.role = _classify(block)
+        self.result.cells_in = sum(1 for b in self.blocks if b.role == "cell")
         tabbed = any(b.role == "bar" for b in self.blocks)
         self.untabbed = "all" if tabbed else default_framework
         self.out: list[str] = []
@@ -194,7 +220,7 @@ class _Converter:
         self.after = ""  # "cell", "live-cell" or "": what an output here would belong to
 
     def warn(self, block: _Block, message: str) -> None:
-        self.warnings.append(f"{self.source}:{block.start + 1}: WARNING: {message}")
+        self.result.warnings.append(f"{self.source}:{block.start + 1}: WARNING: {message}")
 
     def emit(self, lines: list[str], new: bool) -> None:
         """Write an item; around new or dropped text, items are one blank line apart."""
@@ -217,19 +243,18 @@ class _Converter:
                 i += 1
                 continue
             end, panels, problem = self.parse_group(i)
-            parts = _split_panels(panels) if not problem else None
-            if parts is None:
-                problem = problem or "its panels interleave prose and cells"
+            if problem:
                 self.warn(block, f"tab group kept as is: {problem}")
                 self.emit(self.lines[block.start : self.blocks[end - 1].end], False)
                 self.after = ""
             else:
-                self.emit_group(parts)
+                self.emit_group(panels)
             i = end
         if not (self.dirty or self.prev_new):
             self.out.extend(self.blanks)
-        text = "\n".join(self.out) + "\n" if self.out else ""
-        return ConvertResult(text, self.cells, self.warnings)
+        self.add_settings()
+        self.result.text = "\n".join(self.out) + "\n" if self.out else ""
+        return self.result
 
     def parse_group(self, first: int) -> tuple[int, list[tuple[str, list[_Block]]], str]:
         """Read the tab group whose bar is ``blocks[first]``: (end, panels, problem or "")."""
@@ -256,33 +281,54 @@ class _Converter:
         end = len(self.blocks) - (self.blocks[-1].kind == "blank")
         return end, [], "it is never closed"
 
-    def emit_group(self, parts: list[_Panel]) -> None:
-        """Write a well-formed tab group: its cells, and its prose as a synced tab set."""
-        self.dirty, self.after = True, ""
-        prose_first = all(p.prose_first for p in parts)
-        if prose_first:
-            self.emit_prose_tabs(parts)
-        for part in parts:
+    def emit_group(self, panels: list[tuple[str, list[_Block]]]) -> None:
+        """Write a well-formed tab group, panel by panel, in place: cells, outputs and prose.
+
+        A panel's cells become ``live-cell``s of its framework, each followed by its recorded
+        outputs; each run of prose between them becomes a ``live-text`` of that framework, where
+        it was. The frameworks' cells and prose stay adjacent, so they form one tab group again.
+        """
+        self.dirty, self.after = True, ""  # the group's opening HTML
+        for framework, blocks in panels:
             self.after = ""
-            for block in part.code:
-                self.step(block, part.framework)
-        if not prose_first:
-            self.emit_prose_tabs(parts)
+            prose: list[_Block] = []
+            for block in blocks:
+                role = block.role
+                if block.kind == "blank":
+                    if prose:
+                        prose.append(block)
+                elif role == "marker":
+                    self.dirty = True
+                elif role == "cell" or (role in _OUTPUTS and self.after == "cell" and not prose):
+                    self.emit_prose(prose, framework)
+                    prose = []
+                    self.step(block, framework)
+                elif _has_title(block):
+                    self.emit_prose(prose, framework)
+                    prose = []
+                    self.warn(block, f"a section title in the {framework} tab cannot be "
+                              "framework prose: kept outside it, shown for every framework")
+                    self.emit(_expanded(block.lines), True)
+                    self.after = ""
+                else:
+                    if role == "output":
+                        self.warn(block, f"output block with no cell before it kept as "
+                                  f"{framework} prose")
+                    elif role in _KEPT and role not in ("panel", "close"):
+                        self.warn(block, _KEPT[role])
+                    prose.append(block)
+            self.emit_prose(prose, framework)
         self.dirty, self.after = True, ""  # the group's closing HTML
 
-    def emit_prose_tabs(self, parts: list[_Panel]) -> None:
-        """Write the per-framework prose of a tab group as a ``tab-set`` synced with the cells."""
-        if not any(part.prose for part in parts):
+    def emit_prose(self, prose: list[_Block], framework: str) -> None:
+        """Write a run of a panel's prose as ``.. live-text:: framework``."""
+        while prose and prose[-1].kind == "blank":
+            prose.pop()
+        if not prose:
             return
-        lines = [".. tab-set::", f"{INDENT}:sync-group: framework"]
-        for part in parts:
-            if not part.prose:
-                continue
-            label = _LABELS.get(part.framework, part.framework)
-            lines += ["", f"{INDENT}.. tab-item:: {label}", f"{INDENT * 2}:sync: {part.framework}"]
-            for block in part.prose:
-                lines += [""] + [INDENT * 2 + x if x.strip() else "" for x in block.lines]
-        self.emit(lines, True)
+        content = _expanded([line for block in prose for line in block.lines])
+        self.emit([f".. live-text:: {framework}", ""] + _indented(content), True)
+        self.result.prose += 1
         self.after = ""
 
     def step(self, block: _Block, framework: str) -> None:
@@ -297,17 +343,25 @@ class _Converter:
         if role == "cell":
             _, content, _ = _body(block)
             self.emit([f".. live-cell:: {framework}", ""] + _indented(content), True)
-            self.cells += 1
+            self.result.cells += 1
+            self.result.frameworks[framework] = self.result.frameworks.get(framework, 0) + 1
+            self.code.append((block.start + 1 + _first_content(block), content))
             self.after = "cell"
             return
         if role == "output" and self.after == "cell":
             _, content, _ = _body(block)
             head = [".. parsed-literal::", f"{INDENT}:class: output", ""]
             self.emit(head + _indented(content), True)
+            self.result.outputs += 1
             return
-        if role in ("image-output", "html") and self.after == "cell":
-            self.warn(block, "rich output kept as static content after its cell")
-        elif role == "output" and self.after != "live-cell":
+        if role == "image-output" and self.after == "cell":
+            self.emit(block.lines, True)
+            self.result.figures += 1
+            return
+        if role == "html" and self.after == "cell":
+            self.warn(block, "HTML output kept as static content after its cell: it is not a "
+                      "recorded output (text and figure outputs are)")
+        elif role in ("output", "image-output") and self.after != "live-cell":
             self.warn(block, "output block with no cell before it kept as is")
         elif role in _KEPT:
             self.warn(block, _KEPT[role])
@@ -317,38 +371,58 @@ class _Converter:
         elif not (role in _OUTPUTS and self.after):
             self.after = ""
 
+    def add_settings(self) -> None:
+        """Write the ``live-settings`` that the converted cells' devices ask for, if any."""
+        inference = infer_gpus(self.code)
+        self.result.gpu_inference = inference
+        if not inference.settings:
+            return
+        if any(b.name == "live-settings" for b in self.blocks):
+            self.result.settings_kept = True
+            return
+        block = settings_lines(inference, INDENT)
+        at = _after_first_title(self.out)
+        if at < len(self.out) and self.out[at].strip():
+            block = block + [""]
+        self.out[at:at] = ([""] if at else []) + block
+        self.result.gpus = inference.gpus
 
-@dataclass
-class _Panel:
-    """A tab panel split into its cells (with their outputs) and its prose."""
 
-    framework: str
-    code: list[_Block]
-    prose: list[_Block]
-    prose_first: bool
+def _first_content(block: _Block) -> int:
+    """The offset in ``block.lines`` of its directive's first line of content."""
+    body = block.lines[1:]
+    k = 0
+    while k < len(body) and (not body[k].strip() or body[k].strip().startswith(":")):
+        k += 1
+    return k + 1
 
 
-def _split_panels(panels: list[tuple[str, list[_Block]]]) -> list[_Panel] | None:
-    """Split each panel; None if prose and cells interleave (they cannot be kept in order)."""
-    parts: list[_Panel] = []
-    for framework, blocks in panels:
-        part = _Panel(framework, [], [], True)
-        shape, after = "", False
-        for block in blocks:
-            if block.kind == "blank" or block.role == "marker":
-                continue
-            after = block.role == "cell" or (after and block.role in _OUTPUTS)
-            (part.code if after else part.prose).append(block)
-            kind = "C" if after else "P"
-            shape += "" if shape.endswith(kind) else kind
-        if shape not in ("", "C", "P", "PC", "CP"):
-            return None
-        part.prose_first = shape != "CP"
-        parts.append(part)
-    prose_last = any(not p.prose_first for p in parts)
-    if prose_last and any(p.prose and p.prose_first and p.code for p in parts):
-        return None
-    return parts
+_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}\s*")
+
+
+def _has_title(block: _Block) -> bool:
+    """Whether a text block holds a section title or a transition (no directive may)."""
+    return block.kind == "text" and any(_ADORNMENT.fullmatch(x) for x in block.lines)
+
+
+def _after_first_title(out: list[str]) -> int:
+    """The index just after the first section title's underline in ``out`` (0 if none)."""
+    for i in range(1, len(out)):
+        line, title = out[i], out[i - 1]
+        if (
+            _ADORNMENT.fullmatch(line)
+            and title.strip()
+            and not title[0].isspace()
+            and not _ADORNMENT.fullmatch(title)
+            and (i < 2 or not out[i - 2].strip() or _ADORNMENT.fullmatch(out[i - 2]))
+        ):
+            return i + 1
+    return 0
+
+
+def _expanded(lines: list[str]) -> list[str]:
+    """Lines with tabs expanded as docutils expands them (before their indentation changes)."""
+    return [x.expandtabs(8) if "\t" in x else x for x in lines]
 
 
 def _indented(content: list[str]) -> list[str]:
@@ -359,7 +433,10 @@ def convert_text(
     text: str, *, default_framework: str = "pytorch", source: str = "<string>"
 ) -> ConvertResult:
     """Convert one d2lbook-generated RST chapter; ``source`` names it in warnings."""
-    return _Converter(text, default_framework, source).run()
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return _Converter(lines, default_framework, source).run()
 
 
 def convert_tree(
@@ -387,7 +464,7 @@ def convert_tree(
             target.parent.mkdir(parents=True, exist_ok=True)
             if name.endswith(".rst"):
                 try:
-                    text = path.read_text(encoding="utf-8")
+                    text = path.read_text(encoding="utf-8-sig")
                 except UnicodeDecodeError as err:
                     raise ValueError(f"{path} is not UTF-8: {err.reason}") from err
                 source = str(Path(src_dir) / rel)
@@ -420,7 +497,11 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``convert``: 0 on success (warnings or not), 2 for unreadable input, 1 if unwritable."""
+    """Run ``convert``: 0 on success (warnings or not), 2 for unreadable input, 1 if unwritable.
+
+    The converted text goes to ``-o`` (or stdout); the warnings and one summary line per
+    chapter go to stderr.
+    """
     src = Path(args.input)
     if src.is_dir():
         if not args.output:
@@ -436,15 +517,15 @@ def run(args: argparse.Namespace) -> int:
             written = Path(args.output).resolve()
             failed = Path(err.filename or written).resolve()
             return 1 if failed.is_relative_to(written) and written != src.resolve() else 2
-        warnings = [w for r in results.values() for w in r.warnings]
+        named = [(str(src / rel), result) for rel, result in results.items()]
     else:
         try:
-            text = src.read_text(encoding="utf-8")
+            text = src.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as err:
             print(f"livecells convert: cannot read {src}: {err}", file=sys.stderr)
             return 2
         result = convert_text(text, default_framework=args.default_framework, source=str(src))
-        warnings = result.warnings
+        named = [(str(src), result)]
         try:
             if args.output:
                 Path(args.output).write_text(result.text, encoding="utf-8")
@@ -453,6 +534,9 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             print(f"livecells convert: cannot write {args.output}: {err}", file=sys.stderr)
             return 1
-    for warning in warnings:
-        print(warning, file=sys.stderr)
+    for _, result in named:
+        for warning in result.warnings:
+            print(warning, file=sys.stderr)
+    for source, result in named:
+        print(result.summary(source), file=sys.stderr)
     return 0

@@ -1,17 +1,26 @@
-"""Read stage: the ``live-cell`` and ``live-settings`` directives and their nodes.
+"""Read stage: the ``live-cell``, ``live-text`` and ``live-settings`` directives and their nodes.
 
 The directives parse and record; they execute nothing. A read-time transform then attaches each
-recorded output (a ``parsed-literal`` of class ``output`` right after a cell) to its cell, and
-groups adjacent cells into one :class:`live_group`, which the render stage turns into a tab set.
-The doctree built here is the same for every builder.
+recorded output (a ``parsed-literal`` of class ``output``, or a bare ``output_*`` figure, right
+after a cell) to its cell, and groups adjacent cells and framework prose into one
+:class:`live_group`, which the render stage turns into a tab set. The doctree built here is the
+same for every builder.
+
+A ``parsed-literal`` of class ``output`` is read literally, never as inline markup: it is program
+output (d2lbook writes every text output so), and a printout such as ``dense1_ (`` must not become
+a reference.
 """
 
 from __future__ import annotations
 
+import os
+import posixpath
+import re
 from typing import Any
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from docutils.parsers.rst.directives.body import ParsedLiteral
 from docutils.statemachine import StateMachine
 from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
@@ -40,6 +49,13 @@ class live_group(nodes.General, nodes.Element):  # noqa: N801
 
 class live_recorded(nodes.General, nodes.Element):  # noqa: N801
     """A recorded output of a cell, as the source holds it (kept as a literal_block child)."""
+
+
+class live_text(nodes.General, nodes.Element):  # noqa: N801
+    """Prose that belongs to some frameworks (``frameworks``): its children are body elements.
+
+    The render stage moves it into those frameworks' tab panels; it never reaches a writer.
+    """
 
 
 class live_settings(nodes.General, nodes.Element):  # noqa: N801
@@ -143,6 +159,63 @@ class LiveCellDirective(SphinxDirective):
         return [cell]
 
 
+class LiveTextDirective(SphinxDirective):
+    """``.. live-text:: pytorch[, mxnet]`` with prose (any body elements) as content."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    has_content = True
+    option_spec = {"class": directives.class_option}
+
+    def run(self) -> list[nodes.Node]:
+        config = get_config(app_of(self.env))
+        names = _frameworks_argument(self.arguments[0])
+        known = config.framework_names()
+        body = self.parse_content_to_nodes(allow_section_headings=False)
+        wrong = [n for n in names if n not in known]
+        if wrong:
+            logger.warning(
+                "live-text: %s %s (livecells_frameworks has %s); the prose is shown for every "
+                "framework",
+                "'all' is not a framework of prose: write plain prose instead of" if ALL in wrong
+                else "unknown framework",
+                ", ".join(map(repr, wrong)),
+                ", ".join(known),
+                location=self.get_location(),
+                type=WARNING_TYPE,
+                subtype="config",
+            )
+        frameworks = list(dict.fromkeys(n for n in names if n in known))
+        if not self.content or not "".join(self.content).strip():
+            logger.warning(
+                "live-text: the prose is empty",
+                location=self.get_location(),
+                type=WARNING_TYPE,
+                subtype="config",
+            )
+        if not frameworks:
+            # Nothing to attach it to: the prose stays in the page, in place, as plain prose.
+            return body
+        node = live_text("", *body, frameworks=frameworks, classes=self.options.get("class", []))
+        self.set_source_info(node)
+        return [node]
+
+
+class OutputLiteral(ParsedLiteral):
+    """``parsed-literal``, except that a block of class ``output`` (recorded program output, as
+    d2lbook writes it) keeps its text literally: no inline markup, references or roles."""
+
+    def run(self) -> list[nodes.Node]:
+        if "output" not in self.options.get("class", []):
+            return super().run()  # type: ignore[no-any-return]
+        self.assert_has_content()
+        text = "\n".join(self.content)
+        node = nodes.literal_block(text, text, classes=list(self.options["class"]))
+        node.source, node.line = self.state_machine.get_source_and_line(_first_content_line(self))
+        self.add_name(node)
+        return [node]
+
+
 class LiveSettingsDirective(SphinxDirective):
     """``.. live-settings::`` with ``:gpus:``, ``:timeout:``, ``:depends:``; once per page."""
 
@@ -174,11 +247,26 @@ def _first_content_line(directive: SphinxDirective) -> int:
     return directive.lineno + directive.content_offset + 1
 
 
+#: d2lbook's name for a figure output: output_<page>_<sha>_<cell>_<n>.<ext>
+RECORDED_FIGURE = re.compile(r"output_[^/]*\.(svg|png|jpe?g|gif)", re.IGNORECASE)
+
+
 def _is_recorded_output(node: nodes.Node) -> bool:
-    """A literal block of class ``output``, or (MyST) a fence whose language is ``output``."""
-    if not isinstance(node, nodes.literal_block):
+    """A literal block of class ``output`` (MyST: also a fence whose language is ``output``)."""
+    if isinstance(node, nodes.literal_block):
+        return "output" in node.get("classes", []) or node.get("language") == "output"
+    return is_recorded_figure(node)
+
+
+def is_recorded_figure(node: nodes.Node) -> bool:
+    """A bare ``.. figure:: output_*.svg``: one image, no caption, legend, label or name."""
+    if not isinstance(node, nodes.figure) or node["ids"] or node["names"] or len(node) != 1:
         return False
-    return "output" in node.get("classes", []) or node.get("language") == "output"
+    image = node[0]
+    if not isinstance(image, nodes.image):
+        return False
+    uri = image.get("uri", "")
+    return "://" not in uri and bool(RECORDED_FIGURE.fullmatch(posixpath.basename(uri)))
 
 
 def _skippable(node: nodes.Node) -> bool:
@@ -189,47 +277,88 @@ def _skippable(node: nodes.Node) -> bool:
 
 
 class GroupLiveCells(SphinxTransform):
-    """Attach recorded outputs to cells, number the cells, and group adjacent cells."""
+    """Attach recorded outputs to cells, number the cells, and group adjacent cells and prose."""
 
     default_priority = 200
 
     def apply(self, **kwargs: Any) -> None:
         cells = list(self.document.findall(live_cell))
-        if not cells:
+        texts = list(self.document.findall(live_text))
+        if not cells and not texts:
             return
         for index, cell in enumerate(cells):
             cell["index"] = index
             self._attach_recorded(cell)
-        for parent in {id(c.parent): c.parent for c in cells}.values():
+        self._check_text_frameworks(cells, texts)
+        members = [*cells, *texts]
+        for parent in {id(m.parent): m.parent for m in members}.values():
             self._group_children(parent)
 
     @staticmethod
-    def _attach_recorded(cell: live_cell) -> None:
+    def _check_text_frameworks(cells: list[live_cell], texts: list[live_text]) -> None:
+        """Prose for a framework that none of the page's cells use is probably a leftover."""
+        used = {fw for c in cells for fw in c["frameworks"]}
+        if not cells or ALL in used:
+            return
+        for text in texts:
+            unused = [fw for fw in text["frameworks"] if fw not in used]
+            if unused:
+                logger.warning(
+                    "live-text: no cell of this page is for %s (its cells are for %s); the prose "
+                    "gets a tab of its own",
+                    ", ".join(map(repr, unused)),
+                    ", ".join(sorted(used)),
+                    location=text,
+                    type=WARNING_TYPE,
+                    subtype="config",
+                )
+
+    def _attach_recorded(self, cell: live_cell) -> None:
         parent = cell.parent
         position = parent.index(cell) + 1
         while position < len(parent):
             sibling = parent[position]
             if _is_recorded_output(sibling):
                 parent.remove(sibling)
-                cell += live_recorded("", sibling)
+                cell += live_recorded("", self._checked_figure(sibling))
                 continue
             if _skippable(sibling) and not isinstance(sibling, nodes.target):
                 position += 1
                 continue
             break
 
+    def _checked_figure(self, node: nodes.Element) -> nodes.Element:
+        """A recorded figure whose file is missing becomes a note saying so (and a warning)."""
+        if not isinstance(node, nodes.figure):
+            return node
+        uri = node[0]["uri"]
+        if os.path.isfile(self.env.relfn2path(uri, self.env.docname)[1]):
+            return node
+        logger.warning(
+            "recorded figure %s not found; the cell's recorded output says it is missing",
+            uri,
+            location=node,
+            type=WARNING_TYPE,
+            subtype="recorded",
+        )
+        text = f"recorded figure {uri}: file not found"
+        note = nodes.paragraph(text, text, classes=["livecells-missing"])
+        note.source, note.line = node.source, node.line
+        return note
+
     @staticmethod
     def _group_children(parent: nodes.Element) -> None:
         groups: list[list[nodes.Node]] = []
         run: list[nodes.Node] = []
-        pending: list[nodes.Node] = []  # skippable nodes seen after the run's last cell
+        pending: list[nodes.Node] = []  # skippable nodes seen after the run's last member
         for child in list(parent.children):
-            if isinstance(child, live_cell):
-                # A cell whose framework is already in the run starts a new group, except
-                # that consecutive cells of one framework stay in the same tab.
+            if isinstance(child, (live_cell, live_text)):
+                # A member whose framework is already in the run starts a new group, except
+                # that consecutive members of one framework stay in the same tab.
                 if run and _starts_new_group(run, child):
                     groups.append(run)
                     run = []
+                    pending = []
                 run.extend(pending)
                 pending = []
                 run.append(child)
@@ -251,25 +380,27 @@ class GroupLiveCells(SphinxTransform):
                 group += member
 
 
-def _starts_new_group(run: list[nodes.Node], cell: live_cell) -> bool:
-    previous = [n for n in run if isinstance(n, live_cell)]
+def _starts_new_group(run: list[nodes.Node], member: nodes.Element) -> bool:
+    previous = [n for n in run if isinstance(n, (live_cell, live_text))]
     last = previous[-1]
-    if ALL in cell["frameworks"] or ALL in last["frameworks"]:
-        return True
-    if set(cell["frameworks"]) == set(last["frameworks"]):
+    if ALL in member["frameworks"] or ALL in last["frameworks"]:
+        return True  # an `all` cell stands alone: it has no framework panel to share
+    if set(member["frameworks"]) == set(last["frameworks"]):
         return False
     seen = {fw for n in previous for fw in n["frameworks"]}
     # A framework that already had its turn in this group, after another one, starts a new group.
-    return bool(set(cell["frameworks"]) & seen)
+    return bool(set(member["frameworks"]) & seen)
 
 
 def setup_directives(app: Sphinx) -> None:
     app.add_directive("live-cell", LiveCellDirective)
+    app.add_directive("live-text", LiveTextDirective)
     app.add_directive("live-settings", LiveSettingsDirective)
+    app.add_directive("parsed-literal", OutputLiteral, override=True)
     app.add_transform(GroupLiveCells)
     # A named cell is a target that a bare :ref: can point to; its title is its first line.
     app.add_enumerable_node(live_cell, "live-cell", title_getter=_cell_title)
-    for node in (live_group, live_recorded, live_settings):
+    for node in (live_group, live_recorded, live_text, live_settings):
         app.add_node(node)
 
 

@@ -21,7 +21,7 @@ from sphinx.builders.html import StandaloneHTMLBuilder
 from sphinx.util.osutil import relative_uri
 
 from .config import FrameworkSpec, get_config
-from .directive import live_cell, live_recorded, live_settings
+from .directive import live_cell, live_recorded, live_settings, live_text
 from .plan import PagePlan, plans
 from .results import Matched
 
@@ -188,7 +188,8 @@ def notebook_outputs(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def page_pieces(root: nodes.Element) -> list[Piece]:
     """The page in order: ``("md", text, framework)`` for prose (framework: ``None`` unless it
-    sits in a tab synced to one framework), ``("cell", index, None)`` for each cell."""
+    is a ``live-text`` or sits in a tab synced to one framework), ``("cell", index, None)`` for
+    each cell."""
     pieces: list[Piece] = []
     _walk(root, 0, None, pieces)
     return pieces
@@ -198,6 +199,10 @@ def _walk(node: nodes.Element, depth: int, framework: str | None, pieces: list[P
     for child in node.children:
         if isinstance(child, live_cell):
             pieces.append(("cell", child["index"], None))
+        elif isinstance(child, live_text):
+            # Framework prose (live-text): in the notebook of each framework it is for.
+            for name in child["frameworks"]:
+                _walk(child, depth, name, pieces)
         elif isinstance(child, _SKIPPED) or not isinstance(child, nodes.Element):
             continue
         elif isinstance(child, nodes.section):

@@ -2,7 +2,8 @@
 
 Until here the doctree is the same for every builder. For each :class:`live_group` this makes a
 sphinx-design tab set (one tab per framework, in configured order, sync group ``framework``, sync
-id = the framework's name) or, for LaTeX, the chosen framework's cells one after another. Each
+id = the framework's name) or, for LaTeX, the chosen framework's cells one after another. A
+group's framework prose (``live-text``) goes into its framework's panel, in document order. Each
 cell shows its code, then its output — live from this build, else stored (with its date and
 device), else recorded in the source (marked so) — and a short timing line. Outputs are Jupyter
 mime bundles; each builder gets the representation it can show.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from sphinx.util import logging
 from sphinx.util.osutil import relative_uri
 
 from .config import app_of, get_config
-from .directive import ALL, live_cell, live_group, live_recorded, live_settings
+from .directive import ALL, live_cell, live_group, live_recorded, live_settings, live_text
 from .ansi import ansi_to_html, strip_ansi
 from .notebooks import download_links
 from .pipeline import build_state
@@ -104,20 +106,24 @@ class RenderLiveCells(SphinxPostTransform):
 
     # -- structure -----------------------------------------------------------------------------
 
-    def _frameworks_of(self, cell: live_cell) -> list[str]:
-        """The frameworks a cell runs in (``all`` resolved), from the page's plan."""
-        plan_cell = self.cell_plans.get(cell["index"])
+    def _frameworks_of(self, member: nodes.Element) -> list[str]:
+        """The frameworks a cell runs in (``all`` resolved, from the page's plan), or that a
+        piece of prose is for."""
+        if isinstance(member, live_text):
+            return list(member["frameworks"])
+        plan_cell = self.cell_plans.get(member["index"])
         return list(plan_cell.frameworks) if plan_cell else []
 
     def _render_group(self, group: live_group) -> list[nodes.Node]:
         order = self.config_.framework_names()
-        cells = [c for c in group.children if isinstance(c, live_cell)]
+        members = [m for m in group.children if isinstance(m, (live_cell, live_text))]
+        cells = [m for m in members if isinstance(m, live_cell)]
         if cells and all(ALL in c["frameworks"] for c in cells):
             out: list[nodes.Node] = []
             for cell in cells:
                 out.extend(self._render_all_cell(cell))
             return out
-        present = [fw for fw in order if any(fw in self._frameworks_of(c) for c in cells)]
+        present = [fw for fw in order if any(fw in self._frameworks_of(m) for m in members)]
         orphans = [c for c in cells if not self._frameworks_of(c)]
         if orphans:
             # Cells naming no known framework (warned about while reading): code and a note.
@@ -127,13 +133,18 @@ class RenderLiveCells(SphinxPostTransform):
                 names = ", ".join(cell.get("unknown", [])) or "none"
                 box += _note(f"not run: unknown framework ({names})", "livecells-not-run")
                 out.append(box)
-            if len(orphans) == len(cells):
+            if len(orphans) == len(members):
                 return out
-            return [*out, *self._render_group_known(group, [c for c in cells if c not in orphans], present)]
-        return self._render_group_known(group, cells, present)
+            return [*out, *self._render_group_known(group, [m for m in members if m not in orphans], present)]
+        return self._render_group_known(group, members, present)
+
+    def _render_member(self, member: nodes.Element, framework: str) -> list[nodes.Node]:
+        if isinstance(member, live_text):
+            return [self._render_text(member, framework)]
+        return self._render_cell(member, framework)
 
     def _render_group_known(
-        self, group: live_group, cells: list[live_cell], present: list[str]
+        self, group: live_group, members: list[nodes.Element], present: list[str]
     ) -> list[nodes.Node]:
         if self.format == "latex":
             wanted = [fw for fw in self.config_.latex_frameworks if fw in present]
@@ -143,18 +154,18 @@ class RenderLiveCells(SphinxPostTransform):
                     out.append(
                         nodes.rubric("", self.config_.frameworks[framework].label, classes=["livecells-label"])
                     )
-                for cell in cells:
-                    if framework in self._frameworks_of(cell):
-                        out.extend(self._render_cell(cell, framework))
+                for member in members:
+                    if framework in self._frameworks_of(member):
+                        out.extend(self._render_member(member, framework))
             return out
         tab_set = _component("tab-set", classes=["sd-tab-set", "livecells-tabs"])
         tab_set.source, tab_set.line = group.source, group.line
         for framework in present:
             spec = self.config_.frameworks[framework]
             content = _component("tab-content", classes=["sd-tab-content"])
-            for cell in cells:
-                if framework in self._frameworks_of(cell):
-                    content.extend(self._render_cell(cell, framework))
+            for member in members:
+                if framework in self._frameworks_of(member):
+                    content.extend(self._render_member(member, framework))
             label = nodes.rubric(spec.label, spec.label, classes=["sd-tab-label"])
             label["sync_id"] = framework
             label["sync_group"] = "framework"
@@ -163,6 +174,22 @@ class RenderLiveCells(SphinxPostTransform):
             tab_set += item
         # Targets (:name:) stay reachable: sphinx-design keeps non-item children of a tab set.
         return [tab_set]
+
+    def _render_text(self, text: live_text, framework: str) -> nodes.container:
+        """The prose itself the first time (its labels and equations stay where references
+        point), a copy without ids for any further framework it is for."""
+        box = nodes.container(classes=["livecells-text", f"livecells-{framework}", *text.get("classes", [])])
+        box.source, box.line = text.source, text.line
+        if text.get("rendered"):
+            for child in text.children:
+                copy = child.deepcopy()
+                for element in copy.findall(nodes.Element):
+                    element["ids"] = []
+                box += copy
+        else:
+            text["rendered"] = True
+            box.extend(list(text.children))
+        return box
 
     def _cell_container(self, cell: live_cell, framework: str | None) -> nodes.container:
         classes = ["livecells-cell", *cell.get("classes", [])]
@@ -185,7 +212,7 @@ class RenderLiveCells(SphinxPostTransform):
             cell["ids"] = []
         shown = self.shown.get((cell["index"], framework), Shown("none"))
         if not cell["hide_output"]:
-            box.extend(self._outputs(cell, shown, framework))
+            box.extend(self._fit_recorded(self._outputs(cell, shown, framework)))
         meta = self._meta_line(cell, shown, framework)
         if meta is not None:
             box += meta
@@ -201,7 +228,7 @@ class RenderLiveCells(SphinxPostTransform):
         if not cell["hide_output"]:
             if len(set(signatures.values())) <= 1 or self.format == "latex":
                 first = frameworks[0] if frameworks else ""
-                box.extend(self._outputs(cell, shown.get(first, Shown("none")), first))
+                box.extend(self._fit_recorded(self._outputs(cell, shown.get(first, Shown("none")), first)))
             else:
                 # The frameworks disagree: show each one's output, in synced tabs.
                 tab_set = _component("tab-set", classes=["sd-tab-set", "livecells-tabs"])
@@ -209,7 +236,7 @@ class RenderLiveCells(SphinxPostTransform):
                     spec = self.config_.frameworks[framework]
                     content = _component(
                         "tab-content", classes=["sd-tab-content"],
-                        children=self._outputs(cell, shown[framework], framework),
+                        children=self._fit_recorded(self._outputs(cell, shown[framework], framework)),
                     )
                     label = nodes.rubric(spec.label, spec.label, classes=["sd-tab-label"])
                     label["sync_id"] = framework
@@ -221,6 +248,21 @@ class RenderLiveCells(SphinxPostTransform):
             if meta is not None:
                 box += meta
         return [box]
+
+    def _fit_recorded(self, shown: list[nodes.Node]) -> list[nodes.Node]:
+        """A recorded figure in a format the builder cannot show (an SVG in LaTeX, without an
+        image converter) becomes a note naming its file."""
+        supported = getattr(_app(self).builder, "supported_image_types", [])
+        out = []
+        for node in shown:
+            image = next(iter(node.findall(nodes.image)), None) if "livecells-recorded" in node.get("classes", []) else None
+            candidates = image.get("candidates", {}) if image is not None else {}
+            if image is not None and "*" not in candidates and not set(candidates) & set(supported):
+                name = posixpath.basename(image["uri"])
+                out.append(_note(f"recorded figure {name}: not shown in this format", "livecells-recorded"))
+                continue
+            out.append(node)
+        return out
 
     # -- outputs -------------------------------------------------------------------------------
 
@@ -373,14 +415,23 @@ def _app(transform: SphinxPostTransform) -> Sphinx:
 
 
 def _recorded_blocks(cell: live_cell) -> list[nodes.Node]:
-    """Copies of the cell's recorded output blocks, marked as recorded and never highlighted."""
+    """Copies of the cell's recorded outputs, marked as recorded: text blocks never highlighted,
+    a figure as its image (a figure node would float away from its cell in LaTeX)."""
     blocks: list[nodes.Node] = []
     for node in cell.children:
         if isinstance(node, live_recorded):
             for block in node.children:
                 copy = block.deepcopy()
+                if isinstance(copy, nodes.figure):
+                    image = copy[0]
+                    image["classes"] = [*image.get("classes", []), "livecells-image"]
+                    image.setdefault("alt", "recorded output")
+                    classes = ["livecells-output", "livecells-figure", "livecells-recorded"]
+                    blocks.append(nodes.container("", image, classes=classes))
+                    continue
                 copy["classes"] = [*copy.get("classes", []), "livecells-output", "livecells-recorded"]
-                copy["language"] = "none"
+                if isinstance(copy, nodes.literal_block):
+                    copy["language"] = "none"
                 blocks.append(copy)
     return blocks
 

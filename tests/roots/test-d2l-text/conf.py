@@ -1,0 +1,12 @@
+# Framework prose and recorded outputs on light frameworks: pytorch and mxnet are plain python3
+# kernels with nothing preloaded, so a build takes a few seconds.
+extensions = ["livecells"]
+project = "Prose"
+numfig = True
+math_numfig = True
+livecells_frameworks = {
+    "pytorch": {"label": "PyTorch", "kernel": "python3"},
+    "mxnet": {"label": "MXNet", "kernel": "python3"},
+}
+livecells_timeout = 30
+latex_documents = [("index", "prose.tex", "Prose", "livecells", "manual")]
