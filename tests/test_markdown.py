@@ -65,7 +65,7 @@ def test_recorded_outputs_are_shown_when_nothing_runs(myst):
     assert any("recorded output" in line for line in meta(alpha))
     # Neither recorded block is left beside its cell as well.
     assert page.get_text().count("STATIC-ALPHA-OUTPUT") == 1
-    assert myst["off_warnings"].count("WARNING") == 1, myst["off_warnings"]  # only the gamma cell
+    assert myst["off_warnings"].count("WARNING") == 2, myst["off_warnings"]  # only the gamma ones
 
 
 def test_cells_of_a_markdown_page_form_synced_tabs_and_share_state(myst):
@@ -95,6 +95,30 @@ def test_options_work_in_markdown(myst):
     assert link is not None and link["href"].startswith("#")
 
 
+def test_framework_prose_joins_its_panel_or_forms_its_own_tabs(myst):
+    page = myst["index"]
+    panels = page.select("div.sd-tab-content")
+    alpha = next(p for p in panels if "ALPHAPROSE" in p.get_text())
+    assert "BETAPROSE" not in alpha.get_text() and "'alphaalpha'" in alpha.get_text()
+    beta = next(p for p in panels if "BETAPROSE" in p.get_text())
+    assert "'betabeta'" in beta.get_text()
+    assert alpha.select_one("a[href='https://example.org']") is not None  # MyST markup is parsed
+    alone = next(p for p in panels if "STANDALONEPROSE" in p.get_text())
+    label = alone.find_previous_sibling("label")
+    assert label["data-sync-group"] == "framework" and label["data-sync-id"] == "alpha"
+
+
+def test_recorded_figure_and_literal_text_in_markdown(myst):
+    live, off = myst["index"], myst["off"]
+    assert "output_index_abc123_9_0" not in str(cell_with(live, "figure cell"))
+    recorded = cell_with(off, "figure cell")
+    assert recorded.select_one("img[src*='output_index_abc123_9_0']") is not None
+    assert "recorded output" in " ".join(meta(recorded))
+    literal = cell_with(off, 'print("literal")')
+    assert outputs(literal).strip() == "dense1_ ( *not emphasis* `tick"
+    assert literal.select_one(".livecells-output em") is None
+
+
 def test_output_is_text_not_markup(myst):
     cell = cell_with(myst["index"], "not bold")
     assert "<b>not bold</b> & *not emphasis*" in outputs(cell)
@@ -110,6 +134,8 @@ def test_warnings_point_at_the_failing_line_of_the_markdown_file(myst):
     # Directive problems are located at the fence's line.
     gamma_line = _line_of(src / "sub" / "page.md", "{live-cell} gamma")
     assert re.search(rf"sub/page\.md:{gamma_line}: WARNING: live-cell: unknown framework 'gamma'", warnings), warnings
+    prose_line = _line_of(src / "sub" / "page.md", "{live-text} gamma")
+    assert re.search(rf"sub/page\.md:{prose_line}: WARNING: live-text: unknown framework 'gamma'", warnings), warnings
 
 
 def test_rst_and_markdown_pages_in_one_book(myst):
@@ -123,7 +149,7 @@ def test_rst_and_markdown_pages_in_one_book(myst):
     stored = sorted(p.relative_to(src / "_livecells").as_posix() for p in (src / "_livecells").rglob("*.json"))
     assert [s for s in stored if not s.startswith("_")] == ["index.json", "other.json", "sub/page.json"]
     # Exactly the expected warnings: nothing from MyST itself.
-    assert len(re.findall(r"WARNING", warnings)) == 4, warnings
+    assert len(re.findall(r"WARNING", warnings)) == 5, warnings
 
 
 def test_notebooks_of_a_markdown_page(myst):
@@ -139,6 +165,7 @@ def test_notebooks_of_a_markdown_page(myst):
 def test_latex_of_a_markdown_page_shows_the_first_framework(myst):
     tex = myst["latex"]
     assert "alphaalpha" in tex and "betabeta" not in tex
+    assert "ALPHAPROSE" in tex and "BETAPROSE" not in tex
     assert "STATIC-" not in tex
 
 
