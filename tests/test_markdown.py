@@ -6,6 +6,8 @@ the LaTeX build reads the store, and an ``execute = "off"`` build shows the reco
 
 from __future__ import annotations
 
+import configparser
+import os
 import re
 import shutil
 from pathlib import Path
@@ -171,3 +173,176 @@ def test_latex_of_a_markdown_page_shows_the_first_framework(myst):
 
 def test_no_kernel_outlives_the_builds(myst):
     assert myst["kernels_left"] == []
+
+
+# -- d2lbook markdown sources: real d2l-en chapters -----------------------------------------------
+
+D2L_MD = Path(__file__).parent / "data" / "d2l-md"
+CHAPTERS = sorted(p.relative_to(D2L_MD).as_posix() for p in D2L_MD.glob("chapter_*/*.md"))
+FRAMEWORKS = ("pytorch", "mxnet")
+
+
+def _corpus() -> Path:
+    """d2lbook's RST of the same chapters: ``shared/d2l-corpus`` beside the repository."""
+    default = Path(__file__).resolve().parents[1].parent / "shared" / "d2l-corpus"
+    return Path(os.environ.get("LIVECELLS_D2L_CORPUS", default))
+
+
+def _needs_corpus() -> Path:
+    corpus = _corpus()
+    if not (corpus / "README.md").is_file():
+        if os.environ.get("CI"):
+            raise RuntimeError(f"the d2l corpus is missing: {corpus} (CI must provide shared/)")
+        pytest.skip(f"no d2l corpus at {corpus}")
+    return corpus
+
+
+def _aliases(framework: str) -> set[str]:
+    """The d2l names that d2lbook rewrites in ``framework``'s code: config.ini's
+    ``[library-<framework>]`` simple_alias, fluent_alias and reverse_alias entries."""
+    config = configparser.ConfigParser()
+    config.read(D2L_MD / "config.ini", encoding="utf-8")
+    section = config[f"library-{framework}"]
+    names = set()
+    for key in ("simple_alias", "fluent_alias"):
+        for item in re.split(r"[,\n]", section.get(key, "")):
+            if item.strip():
+                names.add(re.match(r"\s*(\w+)", item)[1])
+    names.update(re.findall(r"d2l\.(\w+)", section.get("reverse_alias", "")))
+    return names
+
+
+_IMPORT = re.compile(r"^(import \S|from \S+ import )")
+
+
+def _isorted(lines: list[str]) -> list[str]:
+    """Each run of import lines sorted, and the names of each ``from m import a, b`` sorted: the
+    order isort gives, which d2lbook runs on every cell (``library.format_code``)."""
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*lines, ""]:
+        if _IMPORT.match(line):
+            head, _, names = line.partition(" import ")
+            run.append(f"{head} import {', '.join(sorted(n.strip() for n in names.split(',')))}")
+            continue
+        out.extend(sorted(run))
+        run = []
+        out.append(line)
+    return out[:-1]
+
+
+def _session(plan, framework: str) -> tuple[list[str], list[int]]:
+    """A session's code as non-blank lines (trailing spaces cut), and where each cell ends."""
+    lines: list[str] = []
+    ends: list[int] = []
+    for cell in plan.session(framework).cells:
+        lines.extend(line.rstrip() for line in cell.code.splitlines() if line.strip())
+        ends.append(len(lines))
+    return _isorted(lines), ends
+
+
+def _plans(src: Path, builder: str, bibtex: bool = True):
+    """Build ``src`` (nothing run); the MyST side with sphinxcontrib-bibtex. Plans and warnings."""
+    from livecells.plan import plans
+
+    extensions = ["myst_parser", "livecells"]
+    if bibtex:
+        shutil.copy(_corpus() / "d2l.bib", src / "d2l.bib")
+        extensions.append("sphinxcontrib.bibtex")
+    (src / "conf.py").write_text(
+        f"extensions = {extensions!r}\nlivecells_execute = 'off'\nnumfig = True\n"
+        "math_numfig = True\nmyst_enable_extensions = ['dollarmath']\nbibtex_bibfiles = ['d2l.bib']\n"
+    )
+    pages = sorted(p.relative_to(src).with_suffix("").as_posix() for p in src.glob("chapter_*/*.*"))
+    (src / "index.rst").write_text("Index\n=====\n\n.. toctree::\n   :numbered:\n\n" + "".join(f"   {p}\n" for p in pages))
+    app, warnings = build_site(src, builder)
+    return plans(app.env), warnings, app.outdir
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """The corpus chapters converted from d2l-en's markdown and from d2lbook's RST, each read by
+    Sphinx (nothing run): every page's plan."""
+    from livecells.convert import convert_tree
+    from livecells.convert_md import convert_markdown_tree
+
+    corpus = _needs_corpus()
+    tmp = tmp_path_factory.mktemp("d2l-both")
+    md, rst = tmp / "md", tmp / "rst"
+    md_results = convert_markdown_tree(D2L_MD, md)
+    shutil.copytree(corpus, tmp / "corpus", ignore=shutil.ignore_patterns("_make", "d2l", "img", "index.rst"))
+    convert_tree(tmp / "corpus", rst)
+    shutil.copytree(corpus / "img", md / "img")
+    md_plans, md_warnings, md_html = _plans(md, "html")
+    rst_plans, _, _ = _plans(rst, "dummy", bibtex=False)  # d2lbook's ":style: apa": no such pybtex style
+    return {"md": md_plans, "rst": rst_plans, "md_warnings": md_warnings, "results": md_results, "html": md_html}
+
+
+def test_markdown_and_rst_of_a_chapter_run_the_same_cells(both):
+    """Per page and framework, the session of the chapter converted from markdown runs the same
+    code, in the same order, as the one converted from d2lbook's RST: the same non-blank lines,
+    where a line may differ only by a d2l alias that d2lbook resolved in the RST (the markdown
+    line names ``d2l.X`` for an X of config.ini's aliases, and the RST line no longer does), with
+    imports in isort's order; and every RST block is one or more whole markdown cells (d2lbook
+    joins a cell without output to the next one in its tab)."""
+    assert sorted(both["md"]) == sorted(both["rst"]) == [c[:-3] for c in CHAPTERS if "references" not in c]
+    resolved = 0
+    for page in both["md"]:
+        for framework in FRAMEWORKS:
+            aliases = _aliases(framework)
+            md_lines, md_ends = _session(both["md"][page], framework)
+            rst_lines, rst_ends = _session(both["rst"][page], framework)
+            where = f"{page} [{framework}]"
+            assert len(md_lines) == len(rst_lines), where
+            for md_line, rst_line in zip(md_lines, rst_lines):
+                if md_line == rst_line:
+                    continue
+                named = [n for n in re.findall(r"\bd2l\.(\w+)", md_line) if n in aliases]
+                assert named, f"{where}: {md_line!r} != {rst_line!r}"
+                assert not any(f"d2l.{n}" in rst_line for n in named), f"{where}: {rst_line!r}"
+                resolved += 1
+            assert set(rst_ends) <= set(md_ends), where
+            assert len(md_ends) >= len(rst_ends)
+    assert resolved > 20  # the rewrites d2lbook made are there, and were recognised
+
+
+def test_markdown_and_rst_infer_the_same_gpus(both):
+    for page, plan in both["md"].items():
+        assert plan.settings.gpus == both["rst"][page].settings.gpus, page
+    assert both["md"]["chapter_builders-guide/use-gpu"].settings.gpus == 2
+
+
+#: The references of these chapters to other sections of the book, which dangle here: the same
+#: 18 labels and 2 equations as a build of d2lbook's RST of them (shared/d2l-corpus/README.md).
+DANGLING = {
+    "sec_mlp", "oo-design-utilities", "tab_intro_decade", "subsec_oo-design-models",
+    "subsec_broadcasting", "sec_multi_gpu_concise", "sec_minibatch_sgd", "sec_linear_regression",
+    "sec_lenet", "sec_batch_norm", "sec_autograd", "sec_auto_para", "oo-design-training",
+    "oo-design-data", "eq_mse", "eq_linreg-y-vec",
+}
+
+
+def test_converted_markdown_builds_with_only_the_dangling_references_warned(both):
+    warnings = both["md_warnings"].splitlines()
+    undefined = [re.search(r"(?:undefined label|equation not found): '?([\w-]+)", w) for w in warnings]
+    assert {m[1] for m in undefined if m} == DANGLING
+    assert sum(1 for m in undefined if m) == 20
+    assert [w for w, m in zip(warnings, undefined) if not m and w.strip()] == []
+    assert all(r.warnings == [] for r in both["results"].values())
+
+
+def test_converted_marks_resolve(both):
+    """:label: on an image → a numbered figure; :eqlabel: → a numbered equation; :cite: and
+    :bibliography: → sphinxcontrib-bibtex citations; no d2lbook mark is left in the text."""
+    page = soup(both["html"] / "chapter_builders-guide" / "model-construction.html")
+    figure = page.select_one("figure#fig-blocks")
+    assert figure is not None and figure.select_one("img[src$='blocks.svg']") is not None
+    assert re.fullmatch(r"Fig\. \d+\.\d+", page.select_one("a[href='#fig-blocks'] .std-numref").get_text())
+    algebra = soup(both["html"] / "chapter_preliminaries" / "linear-algebra.html")
+    assert algebra.select_one("#equation-eq-vec-def") is not None
+    refs = soup(both["html"] / "chapter_references" / "zreferences.html")
+    assert len(refs.select(".citation")) >= 14  # each work these chapters cite
+    for name in ("model-construction", "use-gpu", "parameters"):
+        text = soup(both["html"] / "chapter_builders-guide" / f"{name}.html").get_text()
+        assert not re.search(r":(numref|label|eqref|cite|citet|begin_tab|end_tab):", text), name
+        assert "[**" not in text and "**]" not in text

@@ -13,8 +13,8 @@ stand for Sphinx's cross-references. This module reads such a chapter the way d2
 - the ``%load_ext d2lbook.tab`` / ``tab.interact_select(...)`` cell is dropped;
 - ``#@hide``, ``#@hide_code``, ``#@hide_output`` and ``#@hide_all`` become ``:hide-code:`` and
   ``:hide-output:`` (the cell still runs); ``#@save`` stays in the code as a comment;
-- tab prose becomes ```` ```{live-text} NAME ````; prose and cells of frameworks the book does not
-  have are dropped, as d2lbook drops them;
+- tab prose becomes ```` ```{live-text} NAMES ```` (``all``: plain prose); prose and cells of
+  frameworks the book does not have are dropped, as d2lbook drops them;
 - the slide marks ``[**…**]`` and ``(**…**)`` keep their text, ``[~~…~~]`` and ``(~~…~~)`` are
   removed;
 - marks become MyST: ``(label)=`` targets, a labelled image becomes a ``{figure}``, a labelled
@@ -37,6 +37,8 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .convert_settings import GpuInference, infer_gpus, where
 
 #: The directive for one framework's prose (see docs/directive.rst).
 TEXT_DIRECTIVE = "live-text"
@@ -67,6 +69,14 @@ class MarkdownResult:
     text: str
     cells: int = 0
     warnings: list[str] = field(default_factory=list)
+    gpus: GpuInference = field(default_factory=GpuInference)
+
+    def summary(self, source: str) -> str:
+        """One line for the report: live cells written, settings inferred."""
+        text = f"{source}: {self.cells} live cells"
+        if self.gpus.settings:
+            text += f"; inferred live-settings :gpus: {self.gpus.gpus} from {where(self.gpus.evidence)}"
+        return text
 
 
 @dataclass
@@ -246,6 +256,7 @@ class _MarkdownConverter:
         self.source = source
         self.warnings: list[str] = []
         self.cells = 0
+        self.code: list[tuple[int, list[str]]] = []  # kept cells: (first code line, lines)
         self.hide_all = False
         self.chunks = _split(self.lines, self.warn)
         self.tabs = tabs or self._chapter_tabs()
@@ -287,8 +298,12 @@ class _MarkdownConverter:
                 block = self.prose(chunk)
                 if block:
                     blocks.append(block)
-        text = "\n\n".join("\n".join(b) for b in blocks if b)
-        return MarkdownResult(text + "\n" if text else "", self.cells, self.warnings)
+        lines = "\n\n".join("\n".join(b) for b in blocks if b).split("\n")
+        inference = infer_gpus(self.code)
+        if inference.settings and not any(re.match(r"`{3,}\{live-settings\}", x) for x in lines):
+            lines = _with_settings(lines, inference)
+        text = "\n".join(lines).strip("\n")
+        return MarkdownResult(text + "\n" if text else "", self.cells, self.warnings, inference)
 
     # -- cells --------------------------------------------------------------------------------
 
@@ -305,6 +320,7 @@ class _MarkdownConverter:
             if not _TAB_MARKER.search(line) and not _TAB_PROSE.match(line)
         ]
         options, self.hide_all = _hide_options(code, self.hide_all)
+        self.code.append((chunk.line + 1, chunk.lines))
         if any("tab.selected" in line for line in lines):
             frameworks = self.tabs if names == ["all"] else names
             variants: dict[tuple[str, ...], list[str]] = {}
@@ -331,14 +347,15 @@ class _MarkdownConverter:
     # -- prose --------------------------------------------------------------------------------
 
     def tab_prose(self, chunk: _Chunk) -> list[list[str]]:
-        names = [n for n in self._kept(chunk.tabs) if n != "all"] or (
-            self.tabs if self._kept(chunk.tabs) == ["all"] else []
-        )
+        """``:begin_tab:`` prose as ``live-text`` (``all``: plain prose; no kept names: dropped)."""
+        names = self._kept(chunk.tabs)
         body = self.prose(chunk)
-        if not body:
+        if not body or not names:
             return []
+        if names == ["all"]:
+            return [body]
         fence = _fence_for(body)
-        return [[f"{fence}{{{TEXT_DIRECTIVE}}} {name}", *body, fence] for name in names]
+        return [[f"{fence}{{{TEXT_DIRECTIVE}}} {', '.join(names)}", *body, fence]]
 
     def prose(self, chunk: _Chunk) -> list[str]:
         """Prose (or a fence that is not a cell) in MyST."""
@@ -385,7 +402,8 @@ class _MarkdownConverter:
             if key not in ("label", "eqlabel", "width", "height", "bibliography"):
                 self.warn(number, f"mark :{key}: not understood: dropped")
         if "bibliography" in values:
-            body += ["```{bibliography} " + values["bibliography"], ":style: apa", "```"]
+            # d2lbook adds ":style: apa", a style its own conf.py registers; pybtex has none.
+            body += ["```{bibliography} " + values["bibliography"], "```"]
         image = _IMAGE.match(body[0]) if len(body) == 1 else None
         if image and (values.keys() & {"label", "width", "height"}):
             head = ["```{figure} " + image[2]]
@@ -418,6 +436,26 @@ class _MarkdownConverter:
             return match[0]
 
         return _MARK.sub(role, line)
+
+
+def _with_settings(lines: list[str], inference: GpuInference) -> list[str]:
+    """``lines`` with an inferred ``live-settings`` block (and a comment) under the first title."""
+    comment = (
+        f"livecells convert inferred the live-settings below: the code asks for "
+        f"{inference.gpus} devices in {where(inference.evidence)}. Check it."
+    )
+    block = ["", f"% {comment}", "", "```{live-settings}", f":gpus: {inference.gpus}", "```", ""]
+    fence = ""
+    for index, line in enumerate(lines):
+        match = _FENCE.match(line)
+        if match and (not fence or (match[1] == fence and not match[2].strip())):
+            fence = "" if fence else match[1]
+        elif not fence and _HEADING.match(line):
+            rest = lines[index + 1 :]
+            while rest and not rest[0].strip():
+                rest.pop(0)
+            return lines[: index + 1] + block + rest
+    return block[1:] + lines
 
 
 def book_tabs(path: str | os.PathLike[str]) -> list[str] | None:
@@ -494,11 +532,20 @@ def convert_markdown_tree(
 
 
 def wants_markdown(input_path: str) -> bool:
-    """Whether ``convert IN`` reads d2lbook markdown: an ``.md`` file, or a folder holding one."""
+    """Whether ``convert IN`` reads d2lbook markdown: an ``.md`` file, or a folder with an ``.md``
+    file that has d2lbook's cell markers (a tree of d2lbook RST may hold other ``.md`` files)."""
     path = Path(input_path)
-    if path.is_dir():
-        return any(p.suffix == ".md" for p in path.rglob("*.md") if "_build" not in p.parts)
-    return path.suffix == ".md"
+    if not path.is_dir():
+        return path.suffix == ".md"
+    for md in path.rglob("*.md"):
+        if "_build" in md.parts or any(p.startswith(".") for p in md.relative_to(path).parts):
+            continue
+        try:
+            if is_d2lbook_markdown(md.read_text(encoding="utf-8")):
+                return True
+        except (OSError, UnicodeDecodeError):
+            continue
+    return False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -515,6 +562,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"livecells convert: {err}", file=sys.stderr)
             return 1 if isinstance(err, OSError) else 2
         warnings = [w for r in results.values() for w in r.warnings]
+        summaries = [r.summary(str(src / rel)) for rel, r in results.items()]
     else:
         try:
             text = src.read_text(encoding="utf-8")
@@ -524,7 +572,7 @@ def run(args: argparse.Namespace) -> int:
         if not is_d2lbook_markdown(text):
             print(f"livecells convert: {src}: no d2lbook cell markers; only its marks are converted", file=sys.stderr)
         result = convert_markdown(text, tabs=book_tabs(src), default_framework=default, source=str(src))
-        warnings = result.warnings
+        warnings, summaries = result.warnings, [result.summary(str(src))]
         try:
             if args.output:
                 Path(args.output).write_text(result.text, encoding="utf-8")
@@ -533,6 +581,6 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             print(f"livecells convert: cannot write {args.output}: {err}", file=sys.stderr)
             return 1
-    for warning in warnings:
-        print(warning, file=sys.stderr)
+    for line in warnings + summaries:
+        print(line, file=sys.stderr)
     return 0
