@@ -10,6 +10,7 @@ import configparser
 import os
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import nbformat
@@ -346,3 +347,175 @@ def test_converted_marks_resolve(both):
         text = soup(both["html"] / "chapter_builders-guide" / f"{name}.html").get_text()
         assert not re.search(r":(numref|label|eqref|cite|citet|begin_tab|end_tab):", text), name
         assert "[**" not in text and "**]" not in text
+
+
+# -- convert_md on small inputs -------------------------------------------------------------------
+
+TABS = ["pytorch", "mxnet"]
+
+
+def _md(text: str, **kwargs):
+    from livecells.convert_md import convert_markdown
+
+    return convert_markdown(text, tabs=kwargs.pop("tabs", TABS), source="ch.md", **kwargs)
+
+
+def _cells(text: str) -> list[tuple[str, str]]:
+    """(argument, body) of each live-cell fence of a converted text."""
+    return [(m[1], m[2]) for m in re.finditer(r"^```\{live-cell\} (.*)\n((?:.*\n)*?)```$", text, re.M)]
+
+
+def test_tab_markers_become_framework_arguments():
+    source = (
+        "```{.python .input}\n%load_ext d2lbook.tab\ntab.interact_select(['mxnet', 'pytorch'])\n```\n\n"
+        "```{.python .input}\n#@tab all\nx = 1\n```\n\n"
+        "```{.python .input  n=3}\n%%tab pytorch, mxnet, jax\ny = 2\n```\n\n"
+        "```{.python .input}\n%%tab tensorflow\nz = 3\n```\n\n"
+        "```{.python .input}\n# @tab mxnet\nw = 4\n```\n\n"
+        "```{.python .input}\nno_marker = 5\n```\n\n"
+        "```python\nnot_a_cell = 6\n```\n"
+    )
+    result = _md(source)
+    assert _cells(result.text) == [
+        ("all", "x = 1\n"), ("pytorch, mxnet", "y = 2\n"), ("mxnet", "w = 4\n"), ("pytorch", "no_marker = 5\n"),
+    ]
+    assert "interact_select" not in result.text and "z = 3" not in result.text
+    assert "```python\nnot_a_cell = 6\n```" in result.text
+    assert result.cells == 4 and result.warnings == []
+
+
+def test_tab_selected_branches_are_resolved_per_framework():
+    source = (
+        "```{.python .input}\n%%tab all\ndef f():\n    if tab.selected('pytorch'):\n        return 'torch'\n"
+        "    elif tab.selected('mxnet'):\n        return 'mx'\n    else:\n        return 'other'\n```\n\n"
+        "```{.python .input}\n%%tab all\nx = 1\nif tab.selected('tensorflow'):\n    x = 2\nprint(x)\n```\n"
+    )
+    cells = _cells(_md(source).text)
+    assert cells == [
+        ("pytorch", "def f():\n    return 'torch'\n"),
+        ("mxnet", "def f():\n    return 'mx'\n"),
+        ("all", "x = 1\nprint(x)\n"),  # the same code for every framework of the book: one cell
+    ]
+    assert _cells(_md(source, tabs=["pytorch", "mxnet", "jax"]).text)[-1] == ("all", "x = 1\nprint(x)\n")
+    assert _cells(_md(source, tabs=["pytorch", "tensorflow"]).text)[2:] == [
+        ("pytorch", "x = 1\nprint(x)\n"), ("tensorflow", "x = 1\nx = 2\nprint(x)\n"),
+    ]
+
+
+def test_hide_marks_become_options_and_save_stays():
+    source = (
+        "```{.python .input}\ndef f():  #@save\n    pass\n```\n\n"
+        "```{.python .input}\nx = 1  #@hide\n```\n\n"
+        "```{.python .input}\n#@hide_code\ny = 2\n```\n\n"
+        "```{.python .input}\n#@hide_output\nz = 3\n```\n\n"
+        "```{.python .input}\n#@hide_all\na = 4\n```\n\n"
+        "```{.python .input}\nb = 5\n```\n"
+    )
+    text = _md(source).text
+    assert "```{live-cell} pytorch\ndef f():  #@save\n    pass\n```" in text
+    assert "```{live-cell} pytorch\n:hide-code:\n:hide-output:\nx = 1  #@hide\n```" in text
+    assert "```{live-cell} pytorch\n:hide-code:\n#@hide_code\ny = 2\n```" in text
+    assert "```{live-cell} pytorch\n:hide-output:\n#@hide_output\nz = 3\n```" in text
+    assert "```{live-cell} pytorch\n:hide-code:\n:hide-output:\nb = 5\n```" in text  # after #@hide_all
+
+
+def test_tab_prose_becomes_framework_prose():
+    source = (
+        ":begin_tab:`pytorch`\nTorch prose with ```code```.\n\n```bash\npip install torch\n```\n:end_tab:\n\n"
+        ":begin_tab:`mxnet, tensorflow`\nMX prose.\n:end_tab:\n\n"
+        ":begin_tab:`jax`\nJAX prose.\n:end_tab:\n\n"
+        ":begin_tab:`all`\nEveryone.\n:end_tab:\n"
+    )
+    text = _md(source).text
+    assert text == (
+        "````{live-text} pytorch\nTorch prose with ```code```.\n\n```bash\npip install torch\n```\n````\n\n"
+        "```{live-text} mxnet\nMX prose.\n```\n\nEveryone.\n"
+    )
+
+
+def test_slide_marks_and_references():
+    source = (
+        "# Title\n:label:`sec_t`\n\n"
+        "We [**show this**] and (**this**) but [~~not this~~] nor (~~this~~); [**a link**](https://x.org).\n"
+        "See :numref:`fig_x`, :eqref:`eq_y`, :ref:`sec_t`, :cite:`A2020,B2021`, :citet:`C2019`, :citep:`D`.\n\n"
+        "![A caption.](../img/x.svg)\n:width:`400px`\n:label:`fig_x`\n\n"
+        "$$y = x^2.$$\n:eqlabel:`eq_y`\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n:label:`tab_z`\n"
+    )
+    result = _md(source)
+    assert result.text == (
+        "(sec_t)=\n# Title\n\n"
+        "We show this and this but  nor ; [**a link**](https://x.org).\n"
+        "See {numref}`fig_x`, {eq}`eq_y`, {ref}`sec_t`, {cite}`A2020,B2021`, {cite:t}`C2019`, {cite:p}`D`.\n\n"
+        "```{figure} ../img/x.svg\n:name: fig_x\n:width: 400px\n\nA caption.\n```\n\n"
+        "```{math}\n:label: eq_y\n\ny = x^2.\n```\n\n"
+        "(tab_z)=\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    )
+    assert result.warnings == []
+
+
+def test_project_fences_and_bibliography():
+    source = "```toc\n:maxdepth: 2\n\nintro\n```\n\n```eval_rst\n.. only:: html\n```\n\n:bibliography:`../d2l.bib`\n"
+    assert _md(source).text == (
+        "```{toctree}\n:maxdepth: 2\n\nintro\n```\n\n```{eval-rst}\n.. only:: html\n```\n\n"
+        "```{bibliography} ../d2l.bib\n```\n"
+    )
+
+
+def test_problems_are_kept_and_located():
+    source = "Text.\n\n:end_tab:\n\n:wat:`x`\n\n```{.python .input}\nx = 1\n"
+    result = _md(source)
+    assert result.warnings == [
+        "ch.md:3: WARNING: :end_tab: without :begin_tab: dropped",
+        "ch.md:7: WARNING: code fence never closed: kept to the end of the file",
+        "ch.md:5: WARNING: mark :wat: not understood: dropped",
+    ]
+    assert _cells(result.text) == [("pytorch", "x = 1\n")]
+
+
+def test_converting_converted_text_changes_nothing():
+    from livecells.convert_md import convert_markdown
+
+    for chapter in CHAPTERS:
+        once = convert_markdown((D2L_MD / chapter).read_text(encoding="utf-8"), tabs=TABS)
+        twice = convert_markdown(once.text, tabs=TABS)
+        assert twice.text == once.text, chapter
+        assert twice.warnings == []
+
+
+def test_real_chapters_convert_without_warnings():
+    from livecells.convert_md import book_tabs, convert_markdown, is_d2lbook_markdown
+
+    assert book_tabs(D2L_MD / "chapter_builders-guide") == TABS  # d2lbook's config.ini above
+    counts = {}
+    for chapter in CHAPTERS:
+        text = (D2L_MD / chapter).read_text(encoding="utf-8")
+        result = convert_markdown(text, tabs=TABS, source=chapter)
+        assert result.warnings == [], chapter
+        assert is_d2lbook_markdown(text) == ("references" not in chapter)
+        assert not re.search(r"^```\{\.python|^:(begin|end)_tab:|^:label:`|%%tab|#@tab", result.text, re.M), chapter
+        counts[chapter] = Counter(a for a, _ in _cells(result.text))
+    # One cell per framework where the chapter has one per tab; jax and tensorflow cells dropped.
+    assert counts["chapter_builders-guide/parameters.md"] == {"pytorch": 7, "mxnet": 7}
+    # Its 22 cells: 3 of mxnet (one of them "mxnet, tensorflow"), 3 of pytorch, 3 of "pytorch, mxnet[,
+    # tensorflow]" of which two pick tab.selected branches (one cell per framework each), 4 "all"
+    # (configure_optimizers' branches give the same code in both: one cell), 9 of jax/tensorflow.
+    assert counts["chapter_linear-regression/linear-regression-scratch.md"] == {
+        "pytorch": 5, "mxnet": 5, "pytorch, mxnet": 1, "all": 4,
+    }
+
+
+def test_command_line_converts_markdown_files_and_trees(tmp_path, capsys):
+    from livecells.__main__ import main
+
+    chapter = D2L_MD / "chapter_builders-guide" / "use-gpu.md"
+    assert main(["convert", str(chapter)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("(sec_use_gpu)=\n# GPUs\n\n% livecells convert inferred the live-settings below")
+    assert "```{live-settings}\n:gpus: 2\n```" in out
+    assert err.strip().endswith("try_gpu(1) (lines 320, 326, 363, 433), .cuda(1) (lines 370, 438)")
+    assert main(["convert", str(D2L_MD), "-o", str(tmp_path / "out")]) == 0
+    converted = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.md"))
+    assert converted == CHAPTERS
+    assert (tmp_path / "out" / "config.ini").is_file()  # other files are copied
+    assert main(["convert", str(D2L_MD)]) == 2  # a tree needs -o

@@ -132,11 +132,12 @@ def _split(lines: list[str], warn) -> list[_Chunk]:
             if tab is not None:
                 warn(number, ":begin_tab: inside tab prose: the first one ends here")
                 chunks.append(tab)
-            tab = _Chunk("tab", number, [], tabs=_names(prose[3] or ""))
+            tab = _Chunk("tab", number + 1, [], tabs=_names(prose[3] or ""))
             continue
         if prose and prose[1] == "end_tab":
             if tab is None:
                 warn(number, ":end_tab: without :begin_tab: dropped")
+                chunks.append(_Chunk("prose", number + 1, []))  # the lines after keep their numbers
             else:
                 chunks.append(tab)
                 tab = None
@@ -391,7 +392,7 @@ class _MarkdownConverter:
 
     def paragraph(self, lines: list[str], start: int) -> list[str]:
         if not lines[0].strip():
-            return lines
+            return [""]  # a run of blank lines is one
         marks: list[tuple[str, str, int]] = []
         while lines and _MARK_LINE.match(lines[-1]):
             number = start + len(lines) - 1
