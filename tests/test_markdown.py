@@ -7,6 +7,7 @@ the LaTeX build reads the store, and an ``execute = "off"`` build shows the reco
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import shutil
@@ -519,3 +520,38 @@ def test_command_line_converts_markdown_files_and_trees(tmp_path, capsys):
     assert converted == CHAPTERS
     assert (tmp_path / "out" / "config.ini").is_file()  # other files are copied
     assert main(["convert", str(D2L_MD)]) == 2  # a tree needs -o
+
+
+@pytest.mark.slow
+def test_a_converted_chapter_runs_in_real_kernels_with_warnings_in_the_markdown(tmp_path):
+    """parameters.md, converted and built with real torch and mxnet (the sample book's d2l package
+    beside it): every (cell, framework) pair runs, and an error points at its line of the .md."""
+    from livecells.convert_md import convert_markdown
+
+    source = (D2L_MD / "chapter_builders-guide" / "parameters.md").read_text(encoding="utf-8")
+    broken = "X = torch.rand(size=(2, 4))\nnet(X).shape\n"
+    assert broken in source
+    source = source.replace(broken, broken + "print(undefined_in_chapter)\n")
+    src = tmp_path / "src"
+    page = src / "chapter" / "parameters.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(convert_markdown(source, tabs=TABS).text, encoding="utf-8")
+    shutil.copytree(Path(__file__).parents[1] / "docs" / "d2l", page.parent / "d2l")
+    (src / "conf.py").write_text(
+        "extensions = ['myst_parser', 'livecells']\nmyst_enable_extensions = ['dollarmath']\n"
+        "exclude_patterns = ['chapter/d2l']\nlivecells_timeout = 120\n"
+    )
+    (src / "index.md").write_text("# Book\n\n```{toctree}\nchapter/parameters\n```\n")
+    app, warnings = build_site(src)
+    line = _line_of(page, "print(undefined_in_chapter)")
+    assert re.search(rf"chapter/parameters\.md:{line}: WARNING: live-cell \[pytorch\]: NameError: .*undefined_in_chapter", warnings), warnings
+    assert len(re.findall("WARNING", warnings)) == 2, warnings  # and the chapter's dangling numref
+    assert "undefined label: 'sec_model_construction'" in warnings
+    stored = json.loads((src / "_livecells" / "chapter" / "parameters.json").read_text())
+    for framework in FRAMEWORKS:
+        statuses = [c["status"] for c in stored["sessions"][framework]["cells"]]
+        assert len(statuses) == 7, framework
+        assert statuses.count("ok") == (6 if framework == "pytorch" else 7), (framework, statuses)
+    html = soup(app.outdir / "chapter" / "parameters.html")
+    assert "OrderedDict([('weight'," in outputs(cell_with(html, "net[2].state_dict()"))  # live, not recorded
+    assert kernel_processes() == []
