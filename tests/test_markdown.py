@@ -555,3 +555,20 @@ def test_a_converted_chapter_runs_in_real_kernels_with_warnings_in_the_markdown(
     html = soup(app.outdir / "chapter" / "parameters.html")
     assert "OrderedDict([('weight'," in outputs(cell_with(html, "net[2].state_dict()"))  # live, not recorded
     assert kernel_processes() == []
+
+
+def test_odd_cells():
+    source = (
+        "```{.python .input}\n%%tab pytorch\n```\n\n"
+        "```{.python .input}\n:not_an_option = 1\n```\n\n"
+        "````{.python .input}\ns = '''\n```\n'''\n````\n\n"
+        "```{.python .input}\r\n#@tab mxnet\r\nx = 1\r\n```\r\n"
+    )
+    result = _md(source)
+    assert result.warnings == ["ch.md:1: WARNING: code cell with no code besides its tab marker: dropped"]
+    assert result.text == (
+        "```{live-cell} pytorch\n\n:not_an_option = 1\n```\n\n"
+        "````{live-cell} pytorch\ns = '''\n```\n'''\n````\n\n"
+        "```{live-cell} mxnet\nx = 1\n```\n"
+    )
+    assert _md("").text == "" and _md("").warnings == []

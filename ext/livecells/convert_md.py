@@ -320,6 +320,9 @@ class _MarkdownConverter:
             line for line in chunk.lines
             if not _TAB_MARKER.search(line) and not _TAB_PROSE.match(line)
         ]
+        if not any(line.strip() for line in lines):
+            self.warn(chunk.line, "code cell with no code besides its tab marker: dropped")
+            return []
         options, self.hide_all = _hide_options(code, self.hide_all)
         self.code.append((chunk.line + 1, chunk.lines))
         if any("tab.selected" in line for line in lines):
@@ -341,8 +344,8 @@ class _MarkdownConverter:
         self.cells += 1
         fence = _fence_for(code)
         head = [f"{fence}{{live-cell}} {spec}", *options]
-        if options and code and code[0].lstrip().startswith(":"):
-            head.append("")
+        if code and (code[0].lstrip().startswith(":") or code[0].strip() == "---"):
+            head.append("")  # else MyST would read the first line as an option
         return head + code + [fence]
 
     # -- prose --------------------------------------------------------------------------------
