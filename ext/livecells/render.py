@@ -24,6 +24,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
+from sphinx.util.images import guess_mimetype
 from sphinx.util.osutil import relative_uri
 
 from .config import app_of, get_config
@@ -250,14 +251,14 @@ class RenderLiveCells(SphinxPostTransform):
         return [box]
 
     def _fit_recorded(self, shown: list[nodes.Node]) -> list[nodes.Node]:
-        """A recorded figure in a format the builder cannot show (an SVG in LaTeX, without an
-        image converter) becomes a note naming its file."""
-        supported = getattr(_app(self).builder, "supported_image_types", [])
+        """A recorded figure in a format the builder cannot show (an SVG in LaTeX without an
+        image converter, any image in plain text) becomes a note naming its file."""
+        supported = set(getattr(_app(self).builder, "supported_image_types", []))
         out = []
         for node in shown:
-            image = next(iter(node.findall(nodes.image)), None) if "livecells-recorded" in node.get("classes", []) else None
-            candidates = image.get("candidates", {}) if image is not None else {}
-            if image is not None and "*" not in candidates and not set(candidates) & set(supported):
+            recorded = isinstance(node, nodes.Element) and "livecells-recorded" in node["classes"]
+            image = next(iter(node.findall(nodes.image)), None) if recorded else None
+            if image is not None and not _image_types(image) & supported:
                 name = posixpath.basename(image["uri"])
                 out.append(_note(f"recorded figure {name}: not shown in this format", "livecells-recorded"))
                 continue
@@ -434,6 +435,17 @@ def _recorded_blocks(cell: live_cell) -> list[nodes.Node]:
                     copy["language"] = "none"
                 blocks.append(copy)
     return blocks
+
+
+def _image_types(image: nodes.image) -> set[str]:
+    """The mime types an image node offers (after any image converter has run)."""
+    candidates = image.get("candidates", {})
+    types = set(candidates) - {"*", "?"}
+    if "*" in candidates:
+        types.add(guess_mimetype(image["uri"]) or "")
+    if "?" in candidates:
+        types.update(IMAGE_TYPES)  # a remote image: the writer links it
+    return types
 
 
 def _signature(result: dict[str, Any] | None) -> str:
