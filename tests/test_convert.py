@@ -11,6 +11,10 @@ Fixtures in ``tests/data/convert/``:
   given back its tab HTML as d2lbook writes it.
 - ``untabbed.d2lbook.rst``: a chapter without tabs (d2lbook then writes no tab HTML at all).
 - ``*.expected.rst``: the converted chapters, reviewed by hand.
+
+These fixtures were written by hand to look like d2lbook's output; real d2lbook output is in
+``shared/d2l-corpus`` and ``test_convert_corpus.py`` converts all of it. The shapes the corpus
+lacks are attacked at the end of this file.
 """
 
 from __future__ import annotations
@@ -150,6 +154,8 @@ def test_idempotent(path: Path) -> None:
     assert twice.text == once.text
     assert twice.warnings == []
     assert twice.cells == 0  # existing live-cells are left alone
+    assert twice.kept == once.cells
+    assert f"0 cells in ({once.cells} live-cells already there, kept)" in twice.summary("x")
 
 
 # -- the d2l-ja seed chapter and a chapter without tabs ----------------------------------------
@@ -403,3 +409,149 @@ def test_cli_errors(tmp_path: Path, capsys) -> None:
     (book / "bad.rst").write_bytes(b"\xff\xfe\xfa")
     assert run(parse(str(book), "-o", str(tmp_path / "out"))) == 2
     assert capsys.readouterr().err.count("livecells convert:") == 4
+
+
+# -- attacks: shapes the corpus does not have -----------------------------------------------------
+
+OUTPUT = (
+    ".. raw:: latex\n\n   \\diilbookstyleoutputcell\n\n"
+    ".. parsed-literal::\n    :class: output\n\n    1\n\n"
+)
+ONE_TAB_BAR = BAR.replace(
+    '<a href="#mxnet-1-1" onclick="tagClick(\'mxnet\'); return false;" '
+    'class="mdl-tabs__tab ">mxnet</a>', ""
+)
+
+
+def test_crlf_bom_and_odd_blank_runs() -> None:
+    text = (
+        "\ufeffTitle\n=====\n\n\n\n\n" + BAR
+        + panel("pytorch", 0, CELL + "\n\n\n\n" + OUTPUT + "\n\n\n\n") + panel("mxnet", 1, CELL)
+        + CLOSE + "\n\n\n\nEnd.\n"
+    )
+    lf = convert_text(text)
+    crlf = convert_text(text.replace("\n", "\r\n"))
+    assert crlf.text == lf.text
+    assert lf.text == (
+        "Title\n=====\n\n.. live-cell:: pytorch\n\n   x = 1\n\n"
+        ".. parsed-literal::\n   :class: output\n\n   1\n\n"
+        ".. live-cell:: mxnet\n\n   x = 1\n\nEnd.\n"
+    )
+    assert (lf.warnings, lf.outputs) == ([], 1)
+    assert convert_text(lf.text).text == lf.text
+
+
+def test_group_with_one_framework_and_a_prose_only_panel() -> None:
+    prose = "Only for MXNet:\n\n-  a list item\n\n   .. math:: x = 1\n\n      y\n\n"
+    text = ONE_TAB_BAR + panel("mxnet", 1, prose) + CLOSE + "After.\n"
+    result = convert_text(text)
+    assert result.warnings == []
+    assert result.text == (
+        ".. live-text:: mxnet\n\n   Only for MXNet:\n\n   -  a list item\n\n"
+        "      .. math:: x = 1\n\n         y\n\nAfter.\n"
+    )
+    assert result.cells == 0 and result.prose == 1
+
+
+def test_captioned_figure_and_plain_parsed_literal_are_content_not_outputs() -> None:
+    body = (
+        CELL + ".. figure:: output_x_abc123_3_0.svg\n\n   A caption, é ü 中.\n\n"
+        ".. parsed-literal::\n\n    not *an* output\n\n"
+    )
+    text = BAR + panel("pytorch", 0, body) + panel("mxnet", 1, CELL) + CLOSE
+    result = convert_text(text)
+    assert result.warnings == []
+    assert (result.outputs, result.figures) == (0, 0)
+    assert result.text == (
+        ".. live-cell:: pytorch\n\n   x = 1\n\n.. live-text:: pytorch\n\n"
+        "   .. figure:: output_x_abc123_3_0.svg\n\n      A caption, é ü 中.\n\n"
+        "   .. parsed-literal::\n\n       not *an* output\n\n.. live-cell:: mxnet\n\n   x = 1\n"
+    )
+
+
+def test_tabs_in_code_are_expanded_as_docutils_reads_them() -> None:
+    # docutils expands tabs (8 columns) before a directive sees its content; re-indenting by 3
+    # instead of 4 must not change what the code is.
+    cell = CELL.replace("    x = 1", "    if x:\n    \ty = 1\n    \tz\t= 2")
+    result = convert_text(cell)
+    assert result.text == ".. live-cell:: pytorch\n\n   if x:\n       y = 1\n       z       = 2\n"
+
+
+def test_a_section_title_in_a_panel_is_kept_outside_the_prose_with_a_warning() -> None:
+    body = "Torch only\n----------\n\nText.\n\n" + CELL
+    text = BAR + panel("pytorch", 0, body) + panel("mxnet", 1, CELL) + CLOSE
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [line_of(text, "Torch only")]
+    assert result.text.startswith("Torch only\n----------\n\n.. live-text:: pytorch\n\n   Text.\n")
+
+
+def test_outputs_without_a_cell_in_a_panel_are_kept_as_its_prose_with_a_warning() -> None:
+    body = "Prose.\n\n" + OUTPUT + ".. figure:: output_a_b0c0d0_1_0.svg\n\n"
+    text = BAR + panel("pytorch", 0, body) + panel("mxnet", 1, CELL) + CLOSE
+    result = convert_text(text, source="t.rst")
+    assert warned_lines(result) == [line_of(text, ".. parsed-literal::"), line_of(text, ".. fig")]
+    assert ".. live-text:: pytorch\n\n   Prose.\n\n   .. parsed-literal::\n" in result.text
+    assert "   .. figure:: output_a_b0c0d0_1_0.svg\n" in result.text
+
+
+def test_nested_indentation_and_joined_cells_kept() -> None:
+    code = "    %matplotlib inline\n    def f():\n        return 1\n    \n    \n    !ls -la\n    f()"
+    text = "1. Item\n\n   .. math::\n\n      a\n\n   More.\n\n" + CELL.replace("    x = 1", code)
+    result = convert_text(text)
+    assert result.text == (
+        "1. Item\n\n   .. math::\n\n      a\n\n   More.\n\n.. live-cell:: pytorch\n\n"
+        "   %matplotlib inline\n   def f():\n       return 1\n\n\n   !ls -la\n   f()\n"
+    )
+
+
+# -- inferred page settings ---------------------------------------------------------------------
+
+
+def gpu_chapter(code: str) -> str:
+    return "Title\n=====\n\nIntro.\n\n" + CELL.replace("x = 1", code)
+
+
+@pytest.mark.parametrize(
+    ("code", "gpus"),
+    [
+        ("x = 1", None),
+        ("d2l.try_gpu()", None),  # one device at most: the default already gives it
+        ("x.cuda(0)", None),
+        ("cpu(), gpu(), gpu(1)", 2),
+        ("devices = [torch.device('cuda:0'), torch.device('cuda:1')]", 2),
+        ("npx.gpu(3), npx.gpu(1), npx.gpu(2)", 4),
+        ("train(num_gpus=2, batch_size=256, lr=0.2)", 2),
+        ("devices = d2l.try_all_gpus()", 2),
+        ("def try_all_gpus():\n        pass", None),  # a definition asks for nothing
+        ("try_gpu(), try_gpu(10)", None),  # d2l's fall-back demo, not 11 GPUs
+    ],
+)
+def test_gpu_settings_inferred_from_the_code(code: str, gpus: int | None) -> None:
+    result = convert_text(gpu_chapter(code), source="t.rst")
+    assert result.gpus == gpus
+    if gpus is None:
+        assert "live-settings" not in result.text
+    else:
+        assert " ".join(result.text.split()).startswith(
+            "Title ===== .. livecells convert inferred the live-settings below: the code asks "
+            f"for {gpus} devices in "
+        )
+        assert f"\n\n.. live-settings::\n   :gpus: {gpus}\n\nIntro.\n" in result.text
+        assert f"inferred live-settings :gpus: {gpus} from " in result.summary("t.rst")
+        assert "(line 12)" in result.summary("t.rst")
+        again = convert_text(result.text)
+        assert again.text == result.text and again.gpus is None
+
+
+def test_existing_settings_are_not_changed() -> None:
+    text = gpu_chapter("gpu(1)").replace("Intro.", ".. live-settings::\n   :gpus: 0\n\nIntro.")
+    result = convert_text(text)
+    assert result.gpus is None and result.settings_kept
+    assert result.text.count("live-settings") == 1
+    assert "its live-settings kept (the code asks for 2 devices)" in result.summary("t.rst")
+
+
+def test_settings_without_a_title_go_first() -> None:
+    result = convert_text(CELL.replace("x = 1", "gpu(1)"))
+    assert result.text.startswith(".. livecells convert inferred")
+    assert "   :gpus: 2\n\n.. live-cell:: pytorch\n" in result.text

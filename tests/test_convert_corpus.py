@@ -3,28 +3,33 @@
 The corpus is d2lbook 1.0.3's own RST for eight sections of *Dive into Deep Learning*
 (see its README). Every count here is taken from the source by this file's own reading of it
 (a line-based walk, not the converter's), and checked against the converted text, and against
-the table in the corpus README. The corpus sits in ``shared/`` beside the repository (CI puts a
-copy there); without it the tests are skipped, except in CI (``CI`` set), where they fail.
-``LIVECELLS_D2L_CORPUS`` points elsewhere (a git worktree has no ``shared/`` beside it).
+the table in the corpus README. The converted corpus is then built (execution off): each d2lbook
+tab group must be one tab set, with each framework's prose and figure outputs in its tab. The
+corpus sits in ``shared/`` beside the repository (CI puts a copy there); without it the tests
+are skipped, except in CI (``CI`` set), where they fail.
+``LIVECELLS_D2L_CORPUS`` points elsewhere; from a git worktree, ``../../shared`` is used.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from helpers import build_site
+from helpers import build_site, soup
 from livecells.convert import ConvertResult, convert_text, convert_tree
 
 
 def _corpus() -> Path:
-    default = Path(__file__).resolve().parents[1].parent / "shared" / "d2l-corpus"
-    return Path(os.environ.get("LIVECELLS_D2L_CORPUS", default))
+    if os.environ.get("LIVECELLS_D2L_CORPUS"):
+        return Path(os.environ["LIVECELLS_D2L_CORPUS"])
+    root = Path(__file__).resolve().parents[1]
+    beside = root.parent / "shared" / "d2l-corpus"
+    worktree = root.parent.parent / "shared" / "d2l-corpus"  # a git worktree one level down
+    return beside if beside.is_dir() or not worktree.is_dir() else worktree
 
 
 CORPUS = _corpus()
@@ -115,7 +120,8 @@ def items(text: str, source: bool) -> list[tuple[str, str, str]]:
             framework = head.split("::", 1)[1].strip()
             found.append(("cell", framework, body(lines, start, end)))
         elif head == ".. parsed-literal::" and lines[start + 1].strip() == ":class: output":
-            found.append(("text", panel_at[start] if source else framework, body(lines, start, end)))
+            owner = panel_at[start] if source else framework
+            found.append(("text", owner, body(lines, start, end)))
         elif re.fullmatch(r"\.\. figure:: output_\S+", head) and end == start + 1:
             found.append(("figure", panel_at[start] if source else framework, head))
     return found
@@ -297,58 +303,45 @@ def test_inferred_gpu_settings(converted, name: str, gpus: int | None) -> None:
 
 # -- the converted corpus builds ----------------------------------------------------------------
 
-#: What a plain Sphinx build of the unconverted corpus gives (its README): references to sections
-#: of the book that the corpus does not hold, and two parsed-literal outputs read as markup.
+#: What a plain Sphinx build of the unconverted corpus gives (its README), less the two
+#: parsed-literal outputs read as markup (recorded outputs are literal): references to sections
+#: of the book that the corpus does not hold.
 DANGLING = re.compile(
     r"WARNING: (undefined label: '[\w-]+'|equation not found: (eq_mse|eq_linreg-y-vec))"
-    r"|ERROR: Unknown target name: \"(dense1|sequential0)\""
 )
-STAND_IN = '''
-from docutils import nodes
-from sphinx.util.docutils import SphinxDirective, is_directive_registered
-
-
-class LiveText(SphinxDirective):
-    """Stand-in for livecells' framework prose: its content, parsed, in a container."""
-
-    required_arguments = 1
-    has_content = True
-
-    def run(self):
-        node = nodes.container(classes=["live-text-" + self.arguments[0]])
-        self.state.nested_parse(self.content, self.content_offset, node)
-        return [node]
+CONF = """
+extensions = ["livecells", "sphinxcontrib.bibtex"]
+bibtex_bibfiles = ["d2l.bib"]
+numfig = True
+math_numfig = True
+livecells_execute = "off"
+exclude_patterns = ["d2l", "_make"]
 
 
 def setup(app):
-    # zreferences.rst asks for pybtex's "apa" style, a plugin (pybtex-apa-style) not installed
-    # here; any style will do for a parse check.
+    # zreferences.rst asks for pybtex's "apa" style, a plugin (pybtex-apa-style) that may not be
+    # installed; any style does for this build.
     import pybtex.plugin
     from pybtex.style.formatting.unsrt import Style
 
     pybtex.plugin.register_plugin("pybtex.style.formatting", "apa", Style)  # unless there is one
-    if not is_directive_registered("live-text"):
-        app.add_directive("live-text", LiveText)
-'''
+"""
+LABELS = {"pytorch": "PyTorch", "mxnet": "MXNet"}
 
 
-def test_the_converted_corpus_builds_without_structure_errors(tmp_path: Path) -> None:
-    """Every converted chapter parses and builds (execution off: the recorded outputs are shown).
-
-    ``live-text`` is another part of livecells; until it is there, a stand-in directive that
-    parses its content stands in for it, registered only by this test's conf.py.
-    """
-    src = tmp_path / "book"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, str]:
+    """The converted corpus, built with execution off (each cell shows its recorded outputs)."""
+    src = tmp_path_factory.mktemp("corpus") / "book"
     results = convert_tree(CORPUS, src)
     assert all(r.warnings == [] for r in results.values())
-    shutil.rmtree(src / "_make")
-    (src / "conf.py").write_text(
-        "extensions = ['livecells', 'sphinxcontrib.bibtex']\n"
-        "bibtex_bibfiles = ['d2l.bib']\nnumfig = True\nmath_numfig = True\n"
-        "livecells_execute = 'off'\nexclude_patterns = ['d2l']\n" + STAND_IN,
-        encoding="utf-8",
-    )
+    (src / "conf.py").write_text(CONF, encoding="utf-8")
     _, warnings = build_site(src, freshenv=True)
+    return src / "_build" / "html", warnings
+
+
+def test_the_converted_corpus_builds_with_only_its_dangling_references(built) -> None:
+    _, warnings = built
     problems = [
         line for line in warnings.splitlines()
         if ("WARNING" in line or "ERROR" in line or "SEVERE" in line) and not DANGLING.search(line)
@@ -358,6 +351,44 @@ def test_the_converted_corpus_builds_without_structure_errors(tmp_path: Path) ->
     # as well as the others (oo-design-utilities, in the SGD panels, is among them).
     assert len(re.findall(r"WARNING: undefined label", warnings)) == 18
     assert len(re.findall(r"WARNING: equation not found", warnings)) == 2
-    html = (tmp_path / "book" / "_build" / "html")
-    assert (html / "chapter_builders-guide" / "use-gpu.html").is_file()
-    assert (html / "chapter_references" / "zreferences.html").is_file()
+
+
+def tab_of(node) -> str:
+    """The label of the tab whose content holds ``node`` ("" outside any tab)."""
+    content = node.find_parent("div", class_="sd-tab-content")
+    if content is None:
+        return ""
+    return content.find_previous_sibling("label", class_="sd-tab-label").get_text(strip=True)
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_each_d2lbook_tab_group_is_one_tab_set_with_its_prose_and_figures(built, name) -> None:
+    html, _ = built
+    source = (CORPUS / name).read_text(encoding="utf-8")
+    page = soup(html / name.replace(".rst", ".html"))
+    sets = page.select("div.sd-tab-set")
+    assert len(sets) == source.count('<div class="mdl-tabs__tab-bar')
+    for tab_set in sets:
+        labels = [x.get_text(strip=True) for x in tab_set.find_all("label", recursive=False)]
+        assert labels == ["PyTorch", "MXNet"]
+    # Each figure output is shown in its framework's tab, as its cell's recorded output.
+    for kind, framework, figure in items(source, True):
+        if kind == "figure":
+            image = page.find("img", src=re.compile(re.escape(figure.split("::")[1].strip())))
+            assert tab_of(image) == LABELS[framework]
+            assert "livecells-recorded" in image.parent["class"]
+    # Each panel's prose is in its framework's tab: the Discussions links, for one.
+    links = re.findall(r'id="(\w+)-\d+-\d+">\n\n`Discussions <([^>]+)>`__', source)
+    for framework, url in links:
+        assert tab_of(page.find("a", href=url)) == LABELS[framework]
+    assert len(links) == (0 if "zreferences" in name else 2)
+
+
+def test_text_panel_prose_is_in_its_tab_beside_its_cells(built) -> None:
+    html, _ = built
+    page = soup(html / "chapter_builders-guide" / "use-gpu.html")
+    for label, words in (("PyTorch", "In PyTorch, the CPU"), ("MXNet", "In MXNet, the CPU")):
+        paragraph = next(p for p in page.find_all("p") if p.get_text().startswith(words))
+        assert tab_of(paragraph) == label
+        cell = paragraph.find_parent("div", class_="sd-tab-content").select_one(".livecells-cell")
+        assert "def cpu():" in cell.get_text()

@@ -78,6 +78,7 @@ class ConvertResult:
     outputs: int = 0  # recorded text outputs kept
     figures: int = 0  # recorded figure outputs kept
     prose: int = 0  # framework prose blocks (``live-text``) written
+    kept: int = 0  # ``live-cell``s already there (a converted chapter), left as they are
     gpus: int | None = None  # the ``:gpus:`` written, if any
     settings_kept: bool = False  # the chapter has a ``live-settings`` already: not changed
     gpu_inference: GpuInference = field(default_factory=GpuInference)
@@ -85,9 +86,11 @@ class ConvertResult:
     def summary(self, source: str) -> str:
         """One line for the report: cells in and out, outputs kept, settings inferred."""
         out = ", ".join(f"{n} {name}" for name, n in self.frameworks.items()) or "none"
+        already = f" ({self.kept} live-cells already there, kept)" if self.kept else ""
         text = (
-            f"{source}: {self.cells_in} cells in; cells out: {out}; recorded outputs kept: "
-            f"{self.outputs} text, {self.figures} figures; framework prose blocks: {self.prose}"
+            f"{source}: {self.cells_in} cells in{already}; cells out: {out}; "
+            f"recorded outputs kept: {self.outputs} text, {self.figures} figures; "
+            f"framework prose blocks: {self.prose}"
         )
         inference = self.gpu_inference
         if self.gpus:
@@ -211,6 +214,7 @@ class _Converter:
         for block in self.blocks:
             block.role = _classify(block)
         self.result.cells_in = sum(1 for b in self.blocks if b.role == "cell")
+        self.result.kept = sum(1 for b in self.blocks if b.role == "live-cell")
         tabbed = any(b.role == "bar" for b in self.blocks)
         self.untabbed = "all" if tabbed else default_framework
         self.out: list[str] = []
@@ -295,7 +299,7 @@ class _Converter:
             for block in blocks:
                 role = block.role
                 if block.kind == "blank":
-                    if prose:
+                    if prose and prose[-1].kind != "blank":  # (a marker dropped between)
                         prose.append(block)
                 elif role == "marker":
                     self.dirty = True
@@ -311,7 +315,7 @@ class _Converter:
                     self.emit(_expanded(block.lines), True)
                     self.after = ""
                 else:
-                    if role == "output":
+                    if role in ("output", "image-output"):
                         self.warn(block, f"output block with no cell before it kept as "
                                   f"{framework} prose")
                     elif role in _KEPT and role not in ("panel", "close"):
@@ -433,6 +437,7 @@ def convert_text(
     text: str, *, default_framework: str = "pytorch", source: str = "<string>"
 ) -> ConvertResult:
     """Convert one d2lbook-generated RST chapter; ``source`` names it in warnings."""
+    text = text[1:] if text.startswith("\ufeff") else text
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines[-1] == "":
         lines.pop()
@@ -482,7 +487,10 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         "convert",
         help="turn d2lbook-generated RST into live-cell directives",
         description="Read a chapter (or a tree of .rst files) as d2lbook emits it and write "
-        "it with '.. live-cell::' directives, keeping the outputs as recorded outputs.",
+        "it with '.. live-cell::' directives, keeping the outputs as recorded outputs and each "
+        "tab's prose as '.. live-text::'; where the code asks for several GPUs, it writes "
+        "'.. live-settings:: :gpus: N' and says so. The warnings and a summary per chapter go "
+        "to stderr.",
     )
     parser.add_argument("input", metavar="IN", help="an .rst file or a directory")
     parser.add_argument(

@@ -91,7 +91,9 @@ def settings_lines(inference: GpuInference, indent: str) -> list[str]:
     """The comment and the ``live-settings`` block that ``convert`` writes for ``inference``."""
     comment = (
         f"livecells convert inferred the live-settings below: the code asks for "
-        f"{inference.gpus} devices in {where(inference.evidence)}. Check it."
+        f"{inference.gpus} devices in {where(inference.evidence)}. Check it: on a machine with "
+        f"fewer GPUs the page is not run and shows its recorded outputs; without these settings "
+        f"it runs on one GPU or the CPU."
     )
     wrapped = textwrap.wrap(comment, 96, break_long_words=False, break_on_hyphens=False)
     return [
