@@ -252,7 +252,9 @@ def _plans(src: Path, builder: str, bibtex: bool = True):
         shutil.copy(_corpus() / "d2l.bib", src / "d2l.bib")
         extensions.append("sphinxcontrib.bibtex")
     (src / "conf.py").write_text(
-        f"extensions = {extensions!r}\nlivecells_execute = 'off'\nnumfig = True\n"
+        # An explicit source_suffix: without one, myst-parser's ".md" leaks into Sphinx's default.
+        f"extensions = {extensions!r}\nsource_suffix = {{'.rst': 'restructuredtext', '.md': 'markdown'}}\n"
+        "livecells_execute = 'off'\nnumfig = True\n"
         "math_numfig = True\nmyst_enable_extensions = ['dollarmath']\nbibtex_bibfiles = ['d2l.bib']\n"
     )
     pages = sorted(p.relative_to(src).with_suffix("").as_posix() for p in src.glob("chapter_*/*.*"))
@@ -539,6 +541,7 @@ def test_a_converted_chapter_runs_in_real_kernels_with_warnings_in_the_markdown(
     shutil.copytree(Path(__file__).parents[1] / "docs" / "d2l", page.parent / "d2l")
     (src / "conf.py").write_text(
         "extensions = ['myst_parser', 'livecells']\nmyst_enable_extensions = ['dollarmath']\n"
+        "source_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}\n"
         "exclude_patterns = ['chapter/d2l']\nlivecells_timeout = 120\n"
     )
     (src / "index.md").write_text("# Book\n\n```{toctree}\nchapter/parameters\n```\n")
@@ -572,3 +575,10 @@ def test_odd_cells():
         "```{live-cell} mxnet\nx = 1\n```\n"
     )
     assert _md("").text == "" and _md("").warnings == []
+
+
+def test_the_builds_here_leave_sphinx_defaults_alone():
+    """Run last in this module: a later test's Sphinx app must not read .md files as markdown."""
+    from sphinx.config import Config
+
+    assert Config.config_values["source_suffix"].default == {".rst": "restructuredtext"}
