@@ -577,6 +577,18 @@ def test_odd_cells():
     assert _md("").text == "" and _md("").warnings == []
 
 
+def test_the_book_tabs_without_a_config_ini():
+    from livecells.convert_md import convert_markdown
+
+    select = "```{.python .input}\n%load_ext d2lbook.tab\ntab.interact_select(['mxnet', 'pytorch'])\n```\n\n"
+    cells = "```{.python .input}\nx = 1\n```\n\n```{.python .input}\n%%tab all\nif tab.selected('pytorch'):\n    y = 2\n```\n"
+    # The chapter's interact_select: mxnet is the first tab, so a cell without marker is mxnet's.
+    assert _cells(convert_markdown(select + cells).text) == [("mxnet", "x = 1\n"), ("pytorch", "y = 2\n")]
+    # Else the tabs the chapter names; with none, the default framework.
+    assert _cells(convert_markdown("```{.python .input}\n#@tab jax\nz = 3\n```\n\n" + cells).text)[0] == ("jax", "z = 3\n")
+    assert _cells(convert_markdown(cells[:30], default_framework="alpha").text) == [("alpha", "x = 1\n")]
+
+
 def test_the_builds_here_leave_sphinx_defaults_alone():
     """Run last in this module: a later test's Sphinx app must not read .md files as markdown."""
     from sphinx.config import Config

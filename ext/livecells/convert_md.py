@@ -334,6 +334,8 @@ class _MarkdownConverter:
             if len(variants) > 1 or names != ["all"]:
                 blocks = []
                 for variant, group in variants.items():
+                    if not variant:
+                        continue  # every line was in other frameworks' branches: nothing to run
                     spec = "all" if names == ["all"] and len(group) == len(frameworks) else ", ".join(group)
                     blocks.append(self.live_cell(spec, options, list(variant)))
                 return blocks
