@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from docutils import nodes
-from docutils.parsers.rst import directives
+from docutils.parsers.rst import Directive, directives
 from docutils.parsers.rst.directives.body import ParsedLiteral
 from docutils.statemachine import StateMachine
 from sphinx.application import Sphinx
@@ -236,7 +236,7 @@ class LiveSettingsDirective(SphinxDirective):
         return [node]
 
 
-def _first_content_line(directive: SphinxDirective) -> int:
+def _first_content_line(directive: Directive) -> int:
     """The 1-based source line of a directive's first content line.
 
     docutils' RST parser counts ``content_offset`` from the top of the file; MyST's mock state
