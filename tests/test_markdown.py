@@ -51,7 +51,19 @@ def myst(tmp_path_factory, rootdir):
         "off": soup(off.outdir / "index.html"),
         "off_warnings": off_warnings,
         "kernels_left": kernel_processes(),
+        "plans": _page_plans(html),
     }
+
+
+def _page_plans(app):
+    from livecells.plan import plans
+
+    return plans(app.env)
+
+
+def test_page_settings_in_markdown(myst):
+    assert myst["plans"]["index"].settings.timeout == 20
+    assert myst["plans"]["sub/page"].settings.timeout is None
 
 
 def test_live_output_replaces_both_forms_of_recorded_output(myst):
