@@ -101,7 +101,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
     frameworks = args.framework or None
     removed = 0
     for page in pages:
-        page = page[:-4] if page.endswith(".rst") else page
+        page = page.rsplit(".", 1)[0] if page.endswith((".rst", ".md")) else page
         try:
             changed = store.remove(page, frameworks)
         except StoreProblem as problem:
@@ -159,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "convert":
+        from . import convert_md  # d2lbook markdown sources (.md) become MyST Markdown
+
+        if convert_md.wants_markdown(args.input):
+            return convert_md.run(args)
     return int(args.func(args) or 0)
 
 

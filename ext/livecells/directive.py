@@ -19,8 +19,9 @@ import re
 from typing import Any
 
 from docutils import nodes
-from docutils.parsers.rst import directives
+from docutils.parsers.rst import Directive, directives
 from docutils.parsers.rst.directives.body import ParsedLiteral
+from docutils.statemachine import StateMachine
 from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
@@ -150,7 +151,7 @@ class LiveCellDirective(SphinxDirective):
             stderr=self.options.get("stderr", "show"),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
-            code_line=self.content_offset + 1,
+            code_line=_first_content_line(self),
             classes=self.options.get("class", []),
         )
         self.set_source_info(cell)
@@ -210,7 +211,7 @@ class OutputLiteral(ParsedLiteral):
         self.assert_has_content()
         text = "\n".join(self.content)
         node = nodes.literal_block(text, text, classes=list(self.options["class"]))
-        node.source, node.line = self.state_machine.get_source_and_line(self.content_offset + 1)
+        node.source, node.line = self.state_machine.get_source_and_line(_first_content_line(self))
         self.add_name(node)
         return [node]
 
@@ -235,13 +236,25 @@ class LiveSettingsDirective(SphinxDirective):
         return [node]
 
 
+def _first_content_line(directive: Directive) -> int:
+    """The 1-based source line of a directive's first content line.
+
+    docutils' RST parser counts ``content_offset`` from the top of the file; MyST's mock state
+    machine counts it from the directive's own line (0: the line after the fence).
+    """
+    if isinstance(directive.state_machine, StateMachine):
+        return directive.content_offset + 1
+    return directive.lineno + directive.content_offset + 1
+
+
 #: d2lbook's name for a figure output: output_<page>_<sha>_<cell>_<n>.<ext>
 RECORDED_FIGURE = re.compile(r"output_[^/]*\.(svg|png|jpe?g|gif)", re.IGNORECASE)
 
 
 def _is_recorded_output(node: nodes.Node) -> bool:
+    """A literal block of class ``output`` (MyST: also a fence whose language is ``output``)."""
     if isinstance(node, nodes.literal_block):
-        return "output" in node.get("classes", [])
+        return "output" in node.get("classes", []) or node.get("language") == "output"
     return is_recorded_figure(node)
 
 
