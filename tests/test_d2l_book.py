@@ -274,6 +274,7 @@ def prose(tmp_path_factory, rootdir):
         ("latex", "latex", {"livecells_execute": "cache"}),
         ("latex_off", "latex", {"livecells_execute": "off"}),
         ("latex_all", "latex", {"livecells_execute": "cache", "livecells_latex_framework": "all"}),
+        ("latex_mxnet", "latex", {"livecells_execute": "cache", "livecells_latex_framework": "mxnet"}),
         ("text", "text", {"livecells_execute": "cache"}),
     ]:
         app, warnings = build_site(src, builder, builddir=src / f"_{name}", confoverrides=overrides)
@@ -301,7 +302,7 @@ def test_prose_warnings_are_located_and_nothing_else_warns(prose):
         f"{src}/index.rst:123: WARNING: live-text: unknown framework 'tensorflow'",
         f"{src}/pytorch-only.rst:8: WARNING: live-text: no cell of this page is for 'mxnet'",
     }
-    for build in ("html", "off", "latex", "latex_off", "latex_all", "text"):
+    for build in ("html", "off", "latex", "latex_off", "latex_all", "latex_mxnet", "text"):
         lines = _warning_lines(prose[f"{build}_warnings"])
         assert {line.split(" (")[0].split("; ")[0] for line in lines} == expected, (build, lines)
     assert prose["kernels_left"] == []
@@ -372,6 +373,9 @@ def test_latex_prints_the_chosen_frameworks_prose(prose):
     assert "TORCHPROSE1" in tex and "TORCHALONE1" in tex and "TORCHNOCELLS" in tex
     assert "MXPROSE1" not in tex and "MXALONE1" not in tex and "MXINLIST" not in tex
     assert "TFPROSE" in tex and r"\label{\detokenize{index:torch-fact}}" in tex
+    mxnet = (prose["latex_mxnet"] / "prose.tex").read_text(encoding="utf-8")  # the MXNet book
+    assert "MXPROSE1" in mxnet and "MXALONE1" in mxnet and "MXINLIST" in mxnet and "MXNOCELLS" in mxnet
+    assert "TORCHPROSE1" not in mxnet and "TORCHALONE1" not in mxnet and "TORCHNOCELLS" not in mxnet
     every = (prose["latex_all"] / "prose.tex").read_text(encoding="utf-8")
     for marker in ("TORCHPROSE1", "MXPROSE1", "MXALONE2", "MXINLIST", "MXUNUSED"):
         assert every.count(marker) == 1, marker
