@@ -1,7 +1,8 @@
 """The framework tabs in a real browser: headless Chromium, driven by Playwright, over a built site.
 
 tests/roots/test-browser is two pages (furo, the theme of the livecells docs), each with two
-pytorch/mxnet tab sets whose cells print which page, set and framework they are. The site is built
+pytorch/mxnet tab sets whose cells print which page, set and framework they are, and a third page
+of framework prose (``live-text``): in the tabs of a cell group, and standing alone. The site is built
 once, served by ``http.server`` on 127.0.0.1, and each test gets a fresh browser context (so an
 empty localStorage, where sphinx-design keeps the chosen tab).
 """
@@ -84,8 +85,10 @@ def server(site) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless, through Playwright (no browser download)."""
+def browser(site) -> Iterator[Any]:
+    """Debian's Chromium, headless, through Playwright (no browser download). After the build:
+    Playwright's sync API runs an asyncio loop in this thread, where the build's kernels cannot
+    start theirs (so a test run alone, ``-k``, would otherwise fail)."""
     playwright = sync_api.sync_playwright().start()
     try:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -124,11 +127,30 @@ def output(page: Any, text: str) -> Any:
     return page.locator("div.livecells-output", has_text=text)
 
 
+def prose(page: Any, text: str) -> Any:
+    return page.locator("div.livecells-text", has_text=text)
+
+
+def expect_prose_page(page: Any, framework: str, other: str) -> None:
+    """prose.html's two sets (cells with prose in their tabs; prose alone) show ``framework``'s
+    code and prose, and none of the other's."""
+    assert shown(page) == [[LABELS[framework]], [LABELS[framework]]]
+    for name, visible in ((framework, True), (other, False)):
+        for element in (
+            output(page, f"prose-code {name}"),
+            prose(page, f"prose-panel {name}"),
+            prose(page, f"prose-alone {name}"),
+        ):
+            if visible:
+                expect(element).to_be_visible()
+            else:
+                expect(element).to_be_hidden()
+
 
 def test_site_built_cleanly(site):
     assert "WARNING" not in site["warnings"], site["warnings"]
     assert site["kernels_left"] == []
-    for name in ("index.html", "next.html"):
+    for name in ("index.html", "next.html", "prose.html"):
         assert (site["outdir"] / name).read_text(encoding="utf-8").count('class="sd-tab-set') == 2
 
 
@@ -185,3 +207,33 @@ def test_keyboard_reaches_and_switches_the_tabs(page, server):
 
     page.goto(server + "next.html")  # a choice made with the keyboard persists like a click
     expect_framework(page, "next", "mxnet", "pytorch")
+
+
+def test_one_choice_switches_code_and_prose_on_every_page(page, server):
+    page.goto(server + "prose.html")
+    expect_prose_page(page, "pytorch", "mxnet")
+    sets = page.locator("div.sd-tab-set")
+    sets.nth(1).locator("label.sd-tab-label", has_text="MXNet").click()  # in the prose-only set
+    expect_prose_page(page, "mxnet", "pytorch")  # the code, and the prose in its tab, follow
+    assert page.evaluate("() => localStorage.getItem('sphinx-design-tab-id-framework')") == "mxnet"
+
+    page.locator("article").get_by_role("link", name="the first page").click()
+    page.wait_for_url("**/index.html")
+    expect_framework(page, "index", "mxnet", "pytorch")
+    sets.first.locator("label.sd-tab-label", has_text="PyTorch").click()  # a code tab, elsewhere
+    page.goto(server + "prose.html")
+    expect_prose_page(page, "pytorch", "mxnet")
+
+    sets.first.locator("label.sd-tab-label", has_text="MXNet").click()  # the cells' set
+    expect_prose_page(page, "mxnet", "pytorch")
+
+
+def test_keyboard_in_a_prose_only_set_switches_the_code_too(page, server):
+    page.goto(server + "prose.html")
+    page.locator("div.sd-tab-set").nth(1).locator("input:checked").focus()
+    assert page.evaluate(FOCUS_JS) == {"tab": "PyTorch", "set": 1, "outline": "auto"}
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate(FOCUS_JS)["tab"] == "MXNet"
+    expect_prose_page(page, "mxnet", "pytorch")
+    page.keyboard.press("ArrowLeft")
+    expect_prose_page(page, "pytorch", "mxnet")

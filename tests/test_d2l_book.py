@@ -23,6 +23,8 @@ from helpers import build_site, soup
 from livecells.convert import convert_text
 
 ROOT = Path(__file__).resolve().parents[1]
+# pybtex-apa-style, d2l's bibliography style, still writes pybtex's old `href [url, text]` form.
+pytestmark = pytest.mark.filterwarnings(r"ignore:href \[url, text\] is deprecated:DeprecationWarning")
 
 
 def _corpus() -> Path | None:
@@ -75,8 +77,7 @@ def _site(target: Path) -> Path:
         out = target / f"{chapter}.rst"
         out.parent.mkdir(parents=True, exist_ok=True)
         text = convert_text(source.read_text(encoding="utf-8"), source=str(source)).text
-        # d2l's `apa` bibliography style is the pybtex-apa-style plugin, not installed here.
-        out.write_text(text.replace("   :style: apa\n", ""), encoding="utf-8")
+        out.write_text(text, encoding="utf-8")
         for figure in source.parent.glob(f"output_{source.stem}_*"):
             shutil.copy(figure, out.parent)
     (target / "conf.py").write_text(CONF)
@@ -218,6 +219,27 @@ def test_framework_prose_is_in_its_own_frameworks_panel(book):
     assert construction.select_one('a[href="#fig-blocks"]').get_text(strip=True) == "Fig. 2.1"
 
 
+def test_bibliography_is_d2ls_apa_page_and_every_citation_links_into_it(book):
+    """zreferences.rst as d2lbook wrote it (``:style: apa``, the book extra's pybtex-apa-style):
+    APA labels and entries for exactly the works these chapters cite, each citation a link to its
+    entry."""
+    page = _page(book, "chapter_references/zreferences")
+    entries = {div["id"]: div.get_text(" ", strip=True) for div in page.select("div.citation")}
+    assert len(entries) == 6  # the works cited by the four chapters, not the whole d2l.bib
+    # APA's "Authors (Year). Title." (pybtex's default style gives "Kaiming He, Xiangyu Zhang, ...")
+    assert "He, K., Zhang, X., Ren, S., & Sun, J. (2016). Deep residual learning" in " ".join(entries.values())
+    cited = {}
+    for chapter in CHAPTERS[:4]:
+        for link in _page(book, chapter).select('a[href^="../chapter_references/zreferences.html#"]'):
+            cited[link.get_text(strip=True)] = link["href"].split("#")[1]
+    assert set(cited) == {
+        "He et al., 2016", "Kolmogorov, 1933", "DerKiureghian & Ditlevsen, 2009",
+        "Revels et al., 2016", "Mangram, 2013", "Vapnik, 1992",
+    }
+    for label, target in cited.items():
+        assert entries[target].startswith(f"[ {label} ]"), (label, entries[target])
+
+
 def test_recorded_outputs_are_shown_literally_when_nothing_runs(book):
     assert _unexpected(book["off_warnings"]) == []
     page = _page(book, "chapter_builders-guide/parameters", "off")
@@ -252,6 +274,7 @@ def prose(tmp_path_factory, rootdir):
         ("latex", "latex", {"livecells_execute": "cache"}),
         ("latex_off", "latex", {"livecells_execute": "off"}),
         ("latex_all", "latex", {"livecells_execute": "cache", "livecells_latex_framework": "all"}),
+        ("latex_mxnet", "latex", {"livecells_execute": "cache", "livecells_latex_framework": "mxnet"}),
         ("text", "text", {"livecells_execute": "cache"}),
     ]:
         app, warnings = build_site(src, builder, builddir=src / f"_{name}", confoverrides=overrides)
@@ -279,7 +302,7 @@ def test_prose_warnings_are_located_and_nothing_else_warns(prose):
         f"{src}/index.rst:123: WARNING: live-text: unknown framework 'tensorflow'",
         f"{src}/pytorch-only.rst:8: WARNING: live-text: no cell of this page is for 'mxnet'",
     }
-    for build in ("html", "off", "latex", "latex_off", "latex_all", "text"):
+    for build in ("html", "off", "latex", "latex_off", "latex_all", "latex_mxnet", "text"):
         lines = _warning_lines(prose[f"{build}_warnings"])
         assert {line.split(" (")[0].split("; ")[0] for line in lines} == expected, (build, lines)
     assert prose["kernels_left"] == []
@@ -350,6 +373,9 @@ def test_latex_prints_the_chosen_frameworks_prose(prose):
     assert "TORCHPROSE1" in tex and "TORCHALONE1" in tex and "TORCHNOCELLS" in tex
     assert "MXPROSE1" not in tex and "MXALONE1" not in tex and "MXINLIST" not in tex
     assert "TFPROSE" in tex and r"\label{\detokenize{index:torch-fact}}" in tex
+    mxnet = (prose["latex_mxnet"] / "prose.tex").read_text(encoding="utf-8")  # the MXNet book
+    assert "MXPROSE1" in mxnet and "MXALONE1" in mxnet and "MXINLIST" in mxnet and "MXNOCELLS" in mxnet
+    assert "TORCHPROSE1" not in mxnet and "TORCHALONE1" not in mxnet and "TORCHNOCELLS" not in mxnet
     every = (prose["latex_all"] / "prose.tex").read_text(encoding="utf-8")
     for marker in ("TORCHPROSE1", "MXPROSE1", "MXALONE2", "MXINLIST", "MXUNUSED"):
         assert every.count(marker) == 1, marker

@@ -1,4 +1,5 @@
-# Two pages of pytorch/mxnet tab sets for the browser and theme tests. The frameworks are named
+# Two pages of pytorch/mxnet tab sets for the browser and theme tests, and a page of framework
+# prose (live-text) in a cell group's tabs and standing alone. The frameworks are named
 # like the real ones (the tabs are the same) but run on plain Python kernels with nothing
 # preloaded, so that the build is fast.
 extensions = ["livecells"]
