@@ -29,6 +29,7 @@ from .plan import SessionPlan
 
 if TYPE_CHECKING:
     from .forkserver import ForkServer
+    from .reaper import Guard
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,28 @@ class LocalScheduler:
     and before the first session is timed, never while one is.
     """
 
-    def __init__(self, gpus: Sequence[GPU], jobs: int, *, fork_server: ForkServer | None = None) -> None:
+    def __init__(
+        self,
+        gpus: Sequence[GPU],
+        jobs: int,
+        *,
+        fork_server: ForkServer | None = None,
+        guard: Guard | None = None,
+    ) -> None:
         self.pool = DevicePool(gpus, jobs)
         #: Owned by the build (it may have started templates while Sphinx read the pages).
         self.fork_server = fork_server
+        #: Owned by the build: kills the sessions' processes if the build dies (see .reaper).
+        self.guard = guard
 
     async def run(
         self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
     ) -> None:
         ordered = sorted(jobs, key=lambda j: -j.weight)
         server = self.fork_server
-        factory: Callable[..., KernelSession] = KernelSession
+        factory: Callable[..., KernelSession] = functools.partial(KernelSession, guard=self.guard)
         if server is not None:
-            factory = functools.partial(KernelSession, manager_factory=server.manager)
+            factory = functools.partial(factory, manager_factory=server.manager)
         tasks: list[asyncio.Future[None]] = []
 
         async def one(job: SessionJob) -> None:

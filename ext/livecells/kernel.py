@@ -28,6 +28,7 @@ from jupyter_core.paths import jupyter_runtime_dir
 
 from .config import FrameworkSpec
 from .outputs import OutputCollector
+from .reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
 
 # Installed once per kernel, in a namespace of its own (never the user's). Pre- and post-run
 # hooks time every non-silent cell; the post hook first runs the framework's sync code so that
@@ -117,6 +118,11 @@ def probe():
 
 
 state.probe = probe
+try:  # orphans of the session's processes stay in the kernel's tree (see livecells.reaper)
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+except Exception:
+    pass
 _ip = get_ipython()
 _ip.events.register("pre_run_cell", _pre)
 _ip.events.register("post_run_cell", _post)
@@ -168,6 +174,7 @@ class KernelSession:
         startup_timeout: float = 120.0,
         extra_env: Mapping[str, str] | None = None,
         manager_factory: Callable[[FrameworkSpec], AsyncKernelManager] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.framework = framework
         self.cwd = str(cwd)
@@ -178,6 +185,12 @@ class KernelSession:
         self.extra_env = dict(extra_env or {})
         #: Makes the kernel manager (e.g. ``ForkServer.manager``); default: a plain AsyncKernelManager.
         self.manager_factory = manager_factory
+        #: Kills the kernel's process tree if the build dies before :meth:`shutdown` runs.
+        self.guard = guard
+        #: Marks the session's processes (``LIVECELLS_SESSION``), to find its orphans.
+        self.token = uuid.uuid4().hex
+        self.pid: int | None = None
+        self._killed: list[int] = []
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
         self._log: Any = None
@@ -201,6 +214,7 @@ class KernelSession:
         env = dict(os.environ)
         env.update(self.extra_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in self.devices)
+        env[SESSION_VARIABLE] = self.token
         # ipykernel stops capturing fds 1 and 2 when it thinks it runs under pytest; a kernel
         # started by a test must behave as in a real build.
         env.pop("PYTEST_CURRENT_TEST", None)
@@ -226,6 +240,9 @@ class KernelSession:
         await self.km.start_kernel(
             cwd=self.cwd, env=self._environment(), stdout=output, stderr=output
         )
+        self.pid = getattr(self.km.provisioner, "pid", None)
+        if self.guard is not None and self.pid:
+            self.guard.watch(self.pid)
         spec = self.km.kernel_spec
         if spec is not None:
             self.kernelspec = {
@@ -425,6 +442,7 @@ class KernelSession:
             await self._wait(msg_id, 10, collector)
         except (asyncio.TimeoutError, KernelDied):
             self.broken = "the kernel ignored the interrupt after a timeout and was stopped"
+            self._kill_processes()
             await self.km.shutdown_kernel(now=True)
 
     async def probe(self) -> dict[str, Any]:
@@ -438,12 +456,24 @@ class KernelSession:
         # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
         return json.loads(ast.literal_eval(result["data"]["text/plain"]))
 
+    def _kill_processes(self) -> None:
+        """Kill the kernel and every process it started, also those that left its process group
+        or session (they stay in its tree: the kernel is a subreaper), and orphans of a kernel
+        that died before (they carry the session's token)."""
+        pid, self.pid = self.pid, None
+        killed = kill_tree(pid) if pid else []
+        killed += kill_adopted(self.token, exclude=[pid] if pid else [])
+        if pid and self.guard is not None:
+            self.guard.unwatch(pid)
+        self._killed = [p for p in killed if p != pid]
+
     async def shutdown(self) -> None:
-        """Stop the kernel and every process in its process group; safe to call twice."""
+        """Stop the kernel and every process it started; safe to call twice."""
         km, kc, self.km, self.kc = self.km, self.kc, None, None
         try:
             if kc is not None:
                 kc.stop_channels()
+            self._kill_processes()
             if km is not None and km.has_kernel:
                 # Kill the process group, and see it gone at once: jupyter_client's own shutdown
                 # polls every 0.1 s, which is a third of a short session.
@@ -456,6 +486,9 @@ class KernelSession:
                                 break
                             await asyncio.sleep(0.005)
                 await km.shutdown_kernel(now=True)
+            # The killed processes whose parents died with the kernel are now our children
+            # when this process is a subreaper: collect them (no zombies).
+            reap(self._killed)
         finally:
             if self._log is not None:
                 self._log.close()

@@ -65,6 +65,8 @@ class BuildState:
     cluster: Any = None
     #: Forks local kernels from processes that imported the frameworks (closed at the end).
     fork_server: Any = None
+    #: Kills every session's processes if the build dies, however (see .reaper); closed at the end.
+    guard: Any = None
     #: Why a (page, framework) session did not run in this build, for the page to say.
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -297,7 +299,9 @@ def _decide(
     return job
 
 
-def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: ForkServer | None = None) -> Scheduler:
+def make_scheduler(
+    config: LivecellsConfig, gpus: list[GPU], fork_server: ForkServer | None = None, guard: Any = None
+) -> Scheduler:
     """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
     if config.executor != "local":
         from .dask_executor import DaskScheduler
@@ -306,7 +310,7 @@ def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: ForkSe
     from .execute import LocalScheduler
 
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
-    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server)
+    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server, guard=guard)
 
 
 def _execute(
@@ -319,7 +323,7 @@ def _execute(
 ) -> None:
     from .execute import run_async
 
-    scheduler = make_scheduler(config, state.gpus, fork_server_of(app))
+    scheduler = make_scheduler(config, state.gpus, fork_server_of(app), guard_of(app))
     total = len(jobs)
     started = time.perf_counter()
     done = 0
@@ -388,9 +392,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     state = build_state(app)
     config = get_config(app)
-    if state.fork_server is not None:
-        state.fork_server.close()
-        state.fork_server = None
+    _close_processes(state)
     if not state.sessions:
         return
     logger.info(
@@ -414,6 +416,29 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
             "session(s) (livecells_raise_on_error = True); see the warnings above and "
             f"{Path(app.outdir) / '_livecells' / 'report.txt'}"
         )
+
+
+def _close_processes(state: BuildState) -> None:
+    """End the fork server and the guard (every session has been shut down by now)."""
+    if state.fork_server is not None:
+        state.fork_server.close()
+        state.fork_server = None
+    if state.guard is not None:
+        state.guard.close()
+        state.guard = None
+
+
+def guard_of(app: Sphinx) -> Any:
+    """The build's guard (local execution), made on first use; this process becomes a subreaper."""
+    from .reaper import Guard, set_subreaper
+
+    state = build_state(app)
+    if state.guard is None and get_config(app).executor == "local":
+        set_subreaper()  # orphans of kernels that died come here, not to PID 1
+        state.guard = Guard()
+        # Ctrl-C ends a build without build-finished: close it on the way out too.
+        atexit.register(_close_processes, state)
+    return state.guard
 
 
 def fork_server_of(app: Sphinx) -> ForkServer | None:

@@ -1,0 +1,204 @@
+"""Hardening: processes, configuration, locations, dependencies (issue 12, classes 4-8).
+
+Processes are the subject here, so these tests start real kernels and real daemons and check
+with psutil that nothing survives, however the build ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import build_site
+
+# Starts the members of the class "a process that leaves its kernel's group or session": a
+# double-forked setsid daemon, a child that ignores SIGTERM, one in its own process group and one
+# in a new session holding the kernel's stdout open; writes their pids to pids.txt.
+FAMILY = """\
+import os, subprocess, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, str(os.getpid()).encode())
+        time.sleep(1000)
+    os._exit(0)
+os.waitpid(-1, 0)
+daemon = int(os.read(r, 20))
+stubborn = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"])
+grouped = subprocess.Popen(["sleep", "1000"], process_group=0)
+holder = subprocess.Popen(["sleep", "1000"], start_new_session=True)  # holds fds 1 and 2
+time.sleep(0.2)
+pids = [os.getpid(), daemon, stubborn.pid, grouped.pid, holder.pid]
+open("pids.txt", "w").write(" ".join(map(str, pids)))
+print("family started")
+"""
+
+
+def cell(code: str, framework: str = "alpha", options: str = "") -> str:
+    body = "\n".join("   " + line if line else "" for line in code.splitlines())
+    return f"\n.. live-cell:: {framework}\n{options}\n{body}\n"
+
+
+def site(tmp_path: Path, rootdir: Path, pages: dict[str, str], conf: str = "") -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-procs", src)
+    for name, text in pages.items():
+        (src / name).write_text(f"{name}\n{'=' * len(name)}\n{text}", encoding="utf-8")
+    if conf:
+        with open(src / "conf.py", "a", encoding="utf-8") as handle:
+            handle.write(conf)
+    return src
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def survivors(pids: list[int], within: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def read_pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()]
+
+
+def spawn_build(src: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", *extra, str(src), str(src / "_build")],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_for(path: Path, proc: subprocess.Popen, within: float = 90) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert proc.poll() is None, proc.stdout.read().decode()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+    time.sleep(0.1)
+
+
+def livecells_children(pid: int) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+# --- Class 4: no process outlives its session or the build ----------------------------------
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+def test_daemons_that_left_the_group_end_with_the_session(tmp_path, rootdir, fork):
+    src = site(tmp_path, rootdir, {"page1.rst": cell(FAMILY) + cell("print('after')")})
+    app, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
+    pids = read_pids(src / "pids.txt")
+    assert survivors(pids) == [], warnings
+    assert "after" in (app.outdir / "page1.html").read_text()
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+def test_a_kernel_that_dies_takes_its_daemons_with_it(tmp_path, rootdir, fork):
+    code = FAMILY + "os.kill(os.getpid(), 9)\n"
+    src = site(tmp_path, rootdir, {"page1.rst": cell(code)})
+    _, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
+    assert "SIGKILL" in warnings
+    assert survivors(read_pids(src / "pids.txt")) == []
+
+
+LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, rootdir, fork, signum):
+    """kill -9 included; Ctrl-C and SIGTERM also end the build within 2 s."""
+    src = site(tmp_path, rootdir, {"page1.rst": cell(LONG)})
+    proc = spawn_build(src, "-D", f"livecells_fork_kernels={int(fork)}")
+    wait_for(src / "started", proc)
+    everything = [p.pid for p in livecells_children(proc.pid)]
+    pids = read_pids(src / "pids.txt")
+    assert pids[0] in everything  # the kernel
+    started = time.monotonic()
+    proc.send_signal(signum)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - started < 2.0
+    assert survivors(pids + everything) == []
+
+
+SLOW_MODULE = "import time\ntime.sleep(60)\n"
+
+
+def slow_preload_site(tmp_path: Path, rootdir: Path) -> tuple[Path, dict[str, str]]:
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "livecells_slow_module.py").write_text(SLOW_MODULE)
+    conf = (
+        "\nlivecells_frameworks = {'alpha': {'label': 'Alpha', 'kernel': 'python3', "
+        "'preload': ['livecells_slow_module'], 'version_of': 'sphinx'}}\n"
+    )
+    src = site(tmp_path, rootdir, {"page1.rst": cell("print(1)")}, conf=conf)
+    return src, {"PYTHONPATH": f"{modules}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def templates_of(pid: int) -> list[psutil.Process]:
+    return [p for p in livecells_children(pid) if "forkserver" in " ".join(p.cmdline())]
+
+
+@pytest.mark.parametrize("how", ["sigint", "sigkill"])
+def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdir, how):
+    src, env = slow_preload_site(tmp_path, rootdir)
+    proc = spawn_build(src, env=env)
+    deadline = time.monotonic() + 60
+    while not (found := templates_of(proc.pid)):
+        assert proc.poll() is None, proc.stdout.read().decode()
+        assert time.monotonic() < deadline, "no template started"
+        time.sleep(0.05)
+    time.sleep(1.0)  # the build now waits for the import, in the read or the execute phase
+    everything = [p.pid for p in livecells_children(proc.pid)]
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - started < 2.0
+    assert survivors([t.pid for t in found] + everything, within=1.0) == []
+
+
+def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
+    from livecells.reaper import Guard
+
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '1000'], "
+         "start_new_session=True); time.sleep(1000)"]
+    )
+    time.sleep(0.3)
+    tree = [daemon.pid] + [p.pid for p in psutil.Process(daemon.pid).children(recursive=True)]
+    assert len(tree) == 2
+    guard = Guard()
+    guard.watch(daemon.pid)
+    guard.close()  # as the death of the Sphinx process would
+    daemon.wait(5)
+    assert survivors(tree) == []
