@@ -202,3 +202,94 @@ def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
     guard.close()  # as the death of the Sphinx process would
     daemon.wait(5)
     assert survivors(tree) == []
+
+
+# --- Class 5: config and option values that mean nothing are refused, with their location ----
+
+# One wrong value (of a wrong type, or meaningless) for every livecells_ value.
+BAD_VALUES = {
+    "frameworks": [None, [], {"alpha": None}, {"alpha": {"preload": 3}}, {"alpha": {"kernel": 7}},
+                   {"alpha": {"sync": "x ="}}, {"alpha": {"gpu_used": "import os"}},
+                   {"alpha": {"label": None}}, {"alpha": {"preload": ["not a module"]}}],
+    "execute": ["sometimes", 1, None],
+    "device": ["tpu", None],
+    "timeout": [float("nan"), float("inf"), -1, 0, "600", True, None],
+    "jobs": [0, -2, "many", 1.5, None],
+    "store": ["", 3, None],
+    "raise_on_error": ["yes", 1, None],
+    "latex_framework": [3, None],
+    "allow_html": ["no", 0],
+    "executor": ["", 8786, None],
+    "fork_kernels": ["no", None],
+    "output_limit": [0, "big", 1.5, True],
+    "depends": [3, [1], [""], None],
+}
+
+
+def test_every_config_value_refuses_wrong_values_with_a_warning():
+    from livecells.config import CONFIG_FIELDS, LivecellsConfig, read_config
+
+    assert set(BAD_VALUES) == set(CONFIG_FIELDS)  # a new value gets its bad examples too
+    default = LivecellsConfig()
+    for name, values in BAD_VALUES.items():
+        for value in values:
+            warnings: list[str] = []
+            config = read_config({name: value}, warnings.append)
+            assert len(warnings) == 1 and f"livecells_{name}" in warnings[0], (name, value)
+            assert getattr(config, name) == getattr(default, name), (name, value)
+
+
+def test_none_and_stdlib_preloads_are_understood():
+    from livecells.config import read_config
+
+    warnings: list[str] = []
+    config = read_config({"frameworks": {"alpha": {"preload": None}, "beta": {"preload": ["json"]}}}, warnings.append)
+    assert warnings == []
+    assert config.frameworks["alpha"].preload == () and config.frameworks["beta"].preload == ("json",)
+
+
+CONF_WITH_BAD_VALUES = """
+livecells_timeout = float("nan")
+livecells_jobs = "many"
+livecells_frameworks = {
+    "alpha": {"label": "Alpha", "kernel": "python3", "preload": None},
+    "beta": {"label": "Beta", "kernel": "python3", "preload": ["json"], "sync": "raise RuntimeError('no device')"},
+}
+"""
+
+
+def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, rootdir):
+    page = (
+        cell("import json; print(json.dumps([1]))", "beta")
+        + cell("print('hello')", "alpha")
+        + cell("print('never')", "alpha", "   :timeout: nan\n")
+    )
+    src = site(tmp_path, rootdir, {"page1.rst": page}, conf=CONF_WITH_BAD_VALUES)
+    lines = (src / "conf.py").read_text().splitlines()
+    app, warnings = build_site(src)
+    for name in ("livecells_timeout", "livecells_jobs"):
+        number = [i for i, line in enumerate(lines, 1) if line.startswith(name)][-1]  # the last wins
+        assert f"conf.py:{number}: WARNING: {name} = " in warnings, warnings
+    assert "has type" not in warnings  # no second, unlocated warning from Sphinx
+    assert app.livecells_config.timeout == 600 and app.livecells_config.jobs == "auto"
+    html = (app.outdir / "page1.html").read_text()
+    assert "[1]" in html and "hello" in html  # the stdlib preload ran; preload None is none
+    # :timeout: nan is refused where it is written, and that cell does not run.
+    assert "page1.rst:12: ERROR" in warnings and "invalid option value" in warnings
+    stored = json.loads((src / "_livecells" / "page1.json").read_text())
+    assert len(stored["sessions"]["alpha"]["cells"]) == 1
+    # The sync code raised after the beta cell: a warning at that cell's line.
+    beta_line = page.splitlines().index(".. live-cell:: beta") + 3
+    assert f"page1.rst:{beta_line}: WARNING: live-cell [beta]: the framework's sync code failed" in warnings
+    assert "RuntimeError: no device" in warnings and "[livecells.sync]" in warnings
+
+
+def test_an_unreachable_executor_is_reported_within_seconds():
+    pytest.importorskip("distributed")
+    from livecells.dask_executor import check_executor
+    from sphinx.errors import ConfigError
+
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="cannot be reached .Connection refused"):
+        check_executor("tcp://127.0.0.1:1")
+    assert time.monotonic() - started < 6

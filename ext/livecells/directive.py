@@ -8,6 +8,7 @@ The doctree built here is the same for every builder.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from docutils import nodes
@@ -60,8 +61,8 @@ def _raises(argument: str | None) -> list[str]:
 
 def _seconds(argument: str) -> float:
     value = float(directives.unchanged_required(argument))
-    if value <= 0:
-        raise ValueError("must be a positive number of seconds")
+    if not math.isfinite(value) or value <= 0:  # nan and inf would mean no time limit
+        raise ValueError("must be a positive, finite number of seconds")
     return value
 
 

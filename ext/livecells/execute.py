@@ -183,11 +183,20 @@ def session_record(
 ) -> dict[str, Any]:
     """The store's record of a finished session: plain data only."""
     plan = job.plan
+    # The framework's sync code failed after these cells (by execution count): their time may
+    # leave out queued device work.
+    sync_errors: dict[int, str] = {}
+    for entry in probe.get("sync_errors") or []:
+        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int):
+            sync_errors.setdefault(entry[0], str(entry[1]))
     cells = []
     for cell in plan.cells:
         data = results[cell.index].to_json()
         data["index"] = cell.index
         data["code_sha"] = cell.code_sha
+        count = data.get("execution_count")
+        if isinstance(count, int) and count in sync_errors:
+            data["sync_error"] = sync_errors[count]
         cells.append(data)
     gpu_used = bool(probe.get("gpu_used")) and bool(lease.gpus)
     device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()

@@ -51,8 +51,10 @@ def _pre(info=None):
 def _post(result=None):
     try:
         exec(_sync, {"sys": sys})
-    except Exception as err:  # a failed sync must not hide the cell's own result
-        state.sync_errors.append(repr(err))
+    except BaseException as err:  # a failed sync must not hide the cell's own result
+        if len(state.sync_errors) < 100:  # [execution count, error]: a warning at that cell
+            count = getattr(result, "execution_count", None)
+            state.sync_errors.append([count, f"{type(err).__name__}: {err}"[:500]])
     state.last = time.perf_counter() - state.t0
     _drain_fd_output()
 
@@ -113,7 +115,7 @@ def probe():
         "host": socket.gethostname(),
         "pid": __import__("os").getpid(),
         "ppid": __import__("os").getppid(),
-        "sync_errors": state.sync_errors[:5],
+        "sync_errors": state.sync_errors,
     }
 
 

@@ -30,7 +30,7 @@ from sphinx.util import logging
 from sphinx.util.console import bold
 from sphinx.util.display import terminal_supports_colour
 
-from .config import WARNING_TYPE, LivecellsConfig, get_config
+from .config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
 from .devices import GPU, detect_gpus
 from .plan import SessionPlan, plans, session_keys, session_plans
 from .store import OutputStore, StoreProblem
@@ -202,14 +202,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
 
 def _conf_location(app: Sphinx, name: str) -> str | None:
     """``conf.py:LINE`` of the line that sets ``name``, for warnings about a config value."""
-    path = Path(app.confdir) / "conf.py"
-    try:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.lstrip().startswith(name):
-                return f"{path}:{number}"
-    except OSError:
-        return None
-    return f"{path}:0"
+    return conf_location(app.confdir, name)
 
 
 def _stored_records(store: OutputStore, docname: str, config: LivecellsConfig) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Each executed session's problems, as Sphinx warnings located at the cell (or failing line).
 
 A problem's kind is the warning's subtype (``livecells.error``, ``timeout``, ``crash``,
-``raises``, ``stderr``, ``output``, ``html``, ``kernel``); the message carries the exception's
+``raises``, ``stderr``, ``output``, ``html``, ``kernel``, ``sync``); the message carries the exception's
 type and message, and the full traceback goes into the build's report (:mod:`.summary`).
 """
 
@@ -75,6 +75,13 @@ def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool =
         elif status == "ok" and cell.raises is not None:
             expected = ", ".join(cell.raises) or "an error"
             problem("raises", line, f"{tag}: expected {expected} (:raises:), but the cell ran without error")
+        if result.get("sync_error"):
+            problem(
+                "sync",
+                cell.line,
+                f"{tag}: the framework's sync code failed after the cell "
+                f"({result['sync_error']}); its time may leave out queued device work",
+            )
         for kind, message in output_problems(result.get("outputs", []), allow_html):
             problem(kind, cell.line, f"{tag}: {message}")
         if status == "ok" and cell.stderr == "warn":
