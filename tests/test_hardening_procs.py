@@ -293,3 +293,58 @@ def test_an_unreachable_executor_is_reported_within_seconds():
     with pytest.raises(ConfigError, match="cannot be reached .Connection refused"):
         check_executor("tcp://127.0.0.1:1")
     assert time.monotonic() - started < 6
+
+
+# --- Class 7 (first half) and livecells_depends: dependency files -----------------------------
+
+
+def test_dependency_files_are_hashed_in_chunks_and_once_while_unchanged(tmp_path, monkeypatch):
+    import builtins
+    import tracemalloc
+
+    from livecells.plan import file_digest
+
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as handle:  # 300 MB, sparse: cheap to make, read as zeros
+        handle.truncate(300 << 20)
+    hashes: dict = {}
+    tracemalloc.start()
+    first = file_digest(str(big), hashes)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20, peak  # never the whole file in memory
+    with monkeypatch.context() as patched:
+        patched.setattr(builtins, "open", lambda *a, **k: pytest.fail("read again"))
+        assert file_digest(str(big), hashes) == first  # unchanged: not read
+    assert file_digest(str(big)) == first  # a fresh clone (no cache) reads it and agrees
+    # Same size, and the old mtime put back: the change is still seen (ctime, and the cache key).
+    stat = big.stat()
+    with open(big, "r+b") as handle:
+        handle.write(b"x")
+    os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert file_digest(str(big), hashes) != first
+
+
+BOOK_CONF = '\nlivecells_depends = ["d2l/*.py", "nothing/*.txt"]\n'
+
+
+def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootdir):
+    src = site(
+        tmp_path,
+        rootdir,
+        {"page1.rst": cell("print('one')"), "page2.rst": cell("print('two')")},
+        conf=BOOK_CONF,
+    )
+    (src / "d2l").mkdir()
+    (src / "d2l" / "torch.py").write_text("VERSION = 1\n")
+    app, warnings = build_site(src)
+    assert app.livecells_state.ran == 3  # index, page1, page2
+    line = (src / "conf.py").read_text().splitlines().index(BOOK_CONF.strip()) + 1
+    assert f"conf.py:{line}: WARNING: livecells_depends: 'nothing/*.txt' matches no file" in warnings
+    app, _ = build_site(src)
+    assert app.livecells_state.ran == 0  # unchanged: nothing runs
+    (src / "d2l" / "torch.py").write_text("VERSION = 2\n")
+    app, _ = build_site(src)
+    assert app.livecells_state.ran == 3  # every page
+    app, _ = build_site(src)
+    assert app.livecells_state.ran == 0

@@ -32,7 +32,7 @@ from sphinx.util.display import terminal_supports_colour
 
 from .config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
 from .devices import GPU, detect_gpus
-from .plan import SessionPlan, plans, session_keys, session_plans
+from .plan import PagePlan, SessionPlan, file_hashes, files_digest, plans, session_keys, session_plans
 from .store import OutputStore, StoreProblem
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
@@ -67,6 +67,8 @@ class BuildState:
     fork_server: Any = None
     #: Kills every session's processes if the build dies, however (see .reaper); closed at the end.
     guard: Any = None
+    #: The digest of the files livecells_depends matches, and its patterns that matched none.
+    book_depends: tuple[str, list[str]] | None = None
     #: Why a (page, framework) session did not run in this build, for the page to say.
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -86,6 +88,24 @@ def _file_digest(path: Path) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()[:24]
     except OSError:
         return ""
+
+
+def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
+    """The page's session keys (its :depends: and the book's livecells_depends files included),
+    and its :depends: patterns that matched nothing. Unchanged files are not read again."""
+    config = get_config(app)
+    state = build_state(app)
+    hashes = file_hashes(app.env)
+    if state.book_depends is None:
+        state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
+        for pattern in state.book_depends[1]:
+            _warn(
+                f"livecells_depends: {pattern!r} matches no file",
+                "depends",
+                _conf_location(app, "livecells_depends"),
+            )
+    book = state.book_depends[0] if config.depends else ""
+    return session_keys(page, config.framework_names(), hashes, book)
 
 
 def _seen(env: BuildEnvironment) -> dict[str, dict[str, Any]]:
@@ -117,7 +137,7 @@ def on_env_get_outdated(
         if seen is None or seen.get("mode") != _mode_signature(config):
             outdated.append(docname)
             continue
-        keys, _ = session_keys(page, config.framework_names())
+        keys, _ = page_keys(app, page)
         if keys != seen.get("keys") or _file_digest(store.path(docname)) != seen.get("store"):
             outdated.append(docname)
     return outdated
@@ -154,7 +174,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     # Per page, once: its sessions' keys (reading its :depends: files) and its stored records.
     keys: dict[str, dict[str, str]] = {}
     for docname, page in plans(env).items():
-        keys[docname], unmatched = session_keys(page, config.framework_names())
+        keys[docname], unmatched = page_keys(app, page)
         for pattern in unmatched:
             _warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
     records: dict[str, dict[str, Any]] = {}
@@ -197,6 +217,9 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     for docname in list(_seen(env)):
         if docname not in plans(env):
             del _seen(env)[docname]
+    hashes = file_hashes(env)
+    for path in [p for p in hashes if not os.path.exists(p)]:
+        del hashes[path]  # files that are gone keep no entry
     return sorted(changed_pages)
 
 

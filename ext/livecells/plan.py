@@ -127,33 +127,77 @@ class SessionPlan:
         return digest.hexdigest()
 
 
-def depends_digest(page: PagePlan) -> tuple[str, list[str]]:
-    """Hash of the files the page's ``:depends:`` globs match (paths and contents), and the
-    patterns that matched nothing."""
-    cwd = os.path.dirname(page.source)
+#: Per file: (size, mtime_ns, ctime_ns, inode) and the content's digest, kept in the build
+#: environment so that an unchanged (perhaps huge) dependency is not read again each build.
+FileHashes = dict[str, tuple[tuple[int, int, int, int], str]]
+CHUNK = 1 << 20
+
+
+def file_digest(path: str, hashes: FileHashes | None = None) -> str:
+    """SHA-256 of a file's content, read in chunks; reused from ``hashes`` while the file's
+    size, times and inode are unchanged. A fresh clone has no ``hashes``: everything is read."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return "<unreadable>"
+    signature = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    known = hashes.get(path) if hashes is not None else None
+    if known is not None and tuple(known[0]) == signature:
+        return known[1]
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return "<unreadable>"
+    if hashes is not None:
+        hashes[path] = (signature, digest.hexdigest())
+    return digest.hexdigest()
+
+
+def files_digest(
+    base: str, patterns: Iterable[str], hashes: FileHashes | None = None
+) -> tuple[str, list[str]]:
+    """Hash of the files that glob ``patterns`` (relative to ``base``) match, by path and
+    content, and the patterns that matched nothing."""
     files: dict[Path, None] = {}
     unmatched = []
-    for pattern in page.settings.depends:
-        matches = sorted(glob.glob(os.path.join(cwd, pattern), recursive=True))
+    for pattern in patterns:
+        matches = sorted(glob.glob(os.path.join(base, pattern), recursive=True))
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
             unmatched.append(pattern)
         files.update(dict.fromkeys(Path(m).resolve() for m in matches))
     digest = hashlib.sha256()
     for path in files:
-        digest.update(os.fsencode(os.path.relpath(path, cwd)))
-        try:
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-        except OSError:
-            digest.update(b"<unreadable>")
+        digest.update(os.fsencode(os.path.relpath(path, base)) + b"\0")
+        digest.update(file_digest(str(path), hashes).encode() + b"\0")
     return digest.hexdigest(), unmatched
 
 
-def session_keys(page: PagePlan, order: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+def depends_digest(page: PagePlan, hashes: FileHashes | None = None) -> tuple[str, list[str]]:
+    """Hash of the files the page's ``:depends:`` globs match (paths and contents), and the
+    patterns that matched nothing."""
+    return files_digest(os.path.dirname(page.source), page.settings.depends, hashes)
+
+
+def session_keys(
+    page: PagePlan, order: Iterable[str], hashes: FileHashes | None = None, book: str = ""
+) -> tuple[dict[str, str], list[str]]:
     """Each of the page's sessions' key by framework (the :depends: files read once), and the
-    :depends: patterns that matched nothing."""
-    digest, unmatched = depends_digest(page)
+    :depends: patterns that matched nothing. ``book`` is the digest of ``livecells_depends``."""
+    digest, unmatched = depends_digest(page, hashes)
+    if book:
+        digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
     return {s.framework: s.code_key(digest) for s in page.sessions(order)}, unmatched
+
+
+def file_hashes(env: BuildEnvironment) -> FileHashes:
+    """The environment's cache of dependency digests (see :func:`file_digest`)."""
+    if not hasattr(env, "livecells_file_hashes"):
+        env.livecells_file_hashes = {}  # type: ignore[attr-defined]
+    return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
 
 
 def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan | None:
