@@ -348,3 +348,61 @@ def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootd
     assert app.livecells_state.ran == 3  # every page
     app, _ = build_site(src)
     assert app.livecells_state.ran == 0
+
+
+# --- Class 6: every cell is located in its own file, and runs only where it is shown ----------
+
+LOCATED = """
+Para.
+
+.. include:: part.txt
+
++--------------------------+---------+
+| .. live-cell:: alpha     | b       |
+|                          |         |
+|    x = 1                 |         |
+|    raise KeyError("t")   |         |
++--------------------------+---------+
+
+.. list-table::
+
+   * - .. live-cell:: alpha
+
+          raise OSError("l")
+
+.. only:: latex
+
+   .. live-cell:: alpha
+
+      open("ran-latex", "w").close()
+
+.. only:: html
+
+   .. live-cell:: alpha
+
+      open("ran-html", "w").close()
+"""
+PART = """Included text.
+
+.. live-cell:: alpha
+
+   y = 2
+   raise ValueError("in include")
+"""
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize("builder", ["html", "latex"])
+def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, rootdir, builder):
+    src = site(tmp_path, rootdir, {"page1.rst": LOCATED})
+    (src / "part.txt").write_text(PART)
+    page = (src / "page1.rst").read_text()
+    _, warnings = build_site(src, builder)
+    assert f"part.txt:{line_of(PART, 'ValueError')}: WARNING: live-cell [alpha]: ValueError" in warnings
+    assert f"page1.rst:{line_of(page, 'KeyError')}: WARNING: live-cell [alpha]: KeyError" in warnings
+    assert f"page1.rst:{line_of(page, 'OSError')}: WARNING: live-cell [alpha]: OSError" in warnings
+    assert (src / "ran-html").exists() == (builder == "html")
+    assert (src / "ran-latex").exists() == (builder == "latex")

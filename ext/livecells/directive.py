@@ -115,6 +115,9 @@ class LiveCellDirective(SphinxDirective):
             )
             names = [ALL]
         code = "\n".join(self.content)
+        # The first line of code in its own file (an included one, a table cell), not an offset
+        # into the page's assembled input.
+        _, code_line = self.state_machine.get_source_and_line(self.content_offset + 1)
         if not code.strip():
             logger.warning(
                 "live-cell: the cell has no code",
@@ -135,7 +138,7 @@ class LiveCellDirective(SphinxDirective):
             stderr=self.options.get("stderr", "show"),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
-            code_line=self.content_offset + 1,
+            code_line=code_line or self.content_offset + 1,
             classes=self.options.get("class", []),
         )
         self.set_source_info(cell)

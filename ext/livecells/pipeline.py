@@ -105,7 +105,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
                 _conf_location(app, "livecells_depends"),
             )
     book = state.book_depends[0] if config.depends else ""
-    return session_keys(page, config.framework_names(), hashes, book)
+    return session_keys(page, config.framework_names(), hashes, book, app.tags)
 
 
 def _seen(env: BuildEnvironment) -> dict[str, dict[str, Any]]:
@@ -152,7 +152,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     config = get_config(app)
     state = build_state(app)
     store = store_of(app)
-    sessions = session_plans(env, config.framework_names())
+    sessions = session_plans(env, config.framework_names(), app.tags)
     changed_pages: set[str] = set()
 
     if state.cluster is not None:
@@ -197,7 +197,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
         if summary.reason in state.problems:  # the framework cannot run here: an error for CI
             summary.status = "failed"
             summary.problems.append(
-                Problem("kernel", f"{session.source}:{session.cells[0].line}", summary.reason)
+                Problem("kernel", session.cells[0].location(), summary.reason)
             )
         state.sessions.append(summary)
         if action == "cached":
@@ -268,7 +268,7 @@ def _decide(
             f"{session.name}: the page needs {needed} GPU(s) (live-settings :gpus:) but "
             f"{state.gpu_slots} are available; the page is not run",
             "device",
-            (session.docname, first.line) if first else session.docname,
+            first.location() if first else session.docname,
         )
         return not_run(f"the page needs {needed} GPU(s); {state.gpu_slots} are available")
     gpus = state.gpu_slots and (1 if needed is None else needed)
@@ -289,7 +289,7 @@ def _decide(
                 _conf_location(app, "livecells_frameworks"),
             )
         first = session.cells[0]
-        _warn(f"{session.name}: not run: {fp.problem}", "kernel", (session.docname, first.line))
+        _warn(f"{session.name}: not run: {fp.problem}", "kernel", first.location())
         return not_run(fp.problem)
 
     if config.execute == "auto" and stored and stored.get("key") == key:
