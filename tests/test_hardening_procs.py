@@ -406,3 +406,41 @@ def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, 
     assert f"page1.rst:{line_of(page, 'OSError')}: WARNING: live-cell [alpha]: OSError" in warnings
     assert (src / "ran-html").exists() == (builder == "html")
     assert (src / "ran-latex").exists() == (builder == "latex")
+
+
+# --- Class 8: kernels listen on no TCP port -------------------------------------------------
+
+FORKED_PRINT = """\
+import os
+pid = os.fork()
+if pid == 0:
+    print("from the forked child", flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("from the kernel")
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, fork):
+    import asyncio
+
+    from jupyter_core.paths import jupyter_runtime_dir
+    from livecells.config import FrameworkSpec
+    from livecells.forkserver import ForkServer
+    from livecells.kernel import KernelSession
+
+    async def session(server):
+        factory = server.manager if server is not None else None
+        async with KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=tmp_path, manager_factory=factory) as k:
+            result = await k.run_cell(FORKED_PRINT, 30)
+            tree = [psutil.Process(k.pid), *psutil.Process(k.pid).children(recursive=True)]
+            inet = [c for p in tree for c in p.net_connections(kind="inet")]
+            return result, inet, k._ipc_prefix
+
+    with ForkServer(enabled=fork) as server:
+        result, inet, prefix = asyncio.run(session(server))
+    assert inet == []  # neither listening nor connected: every socket is IPC
+    assert "".join(o.get("text", "") for o in result.outputs) == "from the forked child\nfrom the kernel\n"
+    left = [n for n in os.listdir(jupyter_runtime_dir()) if n.startswith(os.path.basename(prefix))]
+    assert left == []

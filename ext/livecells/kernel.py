@@ -120,6 +120,55 @@ def probe():
 
 
 state.probe = probe
+def _iopub_pipe_to_ipc():
+    """Move ipykernel's IOPub pipe (how forked children's prints reach the cell) from a TCP
+    port on 127.0.0.1 to an IPC socket beside the kernel's others (in the private runtime dir).
+
+    Returns where the pipe listens now. Internals of ipykernel: if they differ, the pipe stays.
+    """
+    import threading
+    import zmq
+    from ipykernel.kernelapp import IPKernelApp
+    app = IPKernelApp.instance()
+    thread = getattr(app, "iopub_thread", None)
+    if app.transport != "ipc" or thread is None or getattr(thread, "_pipe_in", None) is None:
+        return ""
+    address = f"ipc://{app.ip}-pipe"
+    done, failed = threading.Event(), []
+
+    def swap():
+        try:
+            from zmq.eventloop.zmqstream import ZMQStream
+            pull = thread.socket.context.socket(zmq.PULL)
+            pull.linger = 0
+            pull.bind(address)
+            old, thread._pipe_in = thread._pipe_in, ZMQStream(pull, thread.io_loop)
+            thread._pipe_in.on_recv(thread._handle_pipe_msg)
+            old.close()
+        except Exception as err:
+            failed.append(err)
+        finally:
+            done.set()
+
+    thread.io_loop.add_callback(swap)
+    if not done.wait(5) or failed:
+        return ""
+
+    def setup_pipe_out():
+        context = zmq.Context()
+        push = context.socket(zmq.PUSH)
+        push.linger = 3000
+        push.connect(address)
+        return context, push
+
+    thread._setup_pipe_out = setup_pipe_out
+    return address
+
+
+try:
+    state.iopub_pipe = _iopub_pipe_to_ipc()
+except Exception:
+    state.iopub_pipe = ""
 try:  # orphans of the session's processes stay in the kernel's tree (see livecells.reaper)
     import ctypes
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
@@ -193,6 +242,7 @@ class KernelSession:
         self.token = uuid.uuid4().hex
         self.pid: int | None = None
         self._killed: list[int] = []
+        self._ipc_prefix = ""
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
         self._log: Any = None
@@ -235,6 +285,7 @@ class KernelSession:
         runtime = Path(jupyter_runtime_dir())
         runtime.mkdir(parents=True, exist_ok=True)
         self.km.ip = str(runtime / f"livecells-{uuid.uuid4().hex[:12]}")
+        self._ipc_prefix = self.km.ip
         if self.log_path:
             Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in shutdown()
@@ -491,6 +542,10 @@ class KernelSession:
             # The killed processes whose parents died with the kernel are now our children
             # when this process is a subreaper: collect them (no zombies).
             reap(self._killed)
+            if self._ipc_prefix:  # the IOPub pipe's socket (the hook moved it there); jupyter_client
+                with contextlib.suppress(OSError):  # removes the others
+                    os.unlink(f"{self._ipc_prefix}-pipe")
+                self._ipc_prefix = ""
         finally:
             if self._log is not None:
                 self._log.close()
