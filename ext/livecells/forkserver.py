@@ -515,11 +515,10 @@ class ForkedProcess:
                 reply = self.template.request({"op": "status", "pid": self.pid})
                 self.returncode = reply["returncode"]
             except (ForkServerError, KeyError):
-                # The template is gone, and with it (PR_SET_PDEATHSIG) the kernel.
-                try:
-                    os.kill(self.pid, 0)
-                except ProcessLookupError:
-                    self.returncode = -signal.SIGKILL
+                # The template is gone, and with it (PR_SET_PDEATHSIG) the kernel: re-parented
+                # to this process when it is a subreaper (then its status is ours to collect),
+                # else to PID 1.
+                self.returncode = _orphan_status(self.pid)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -540,6 +539,18 @@ class ForkedProcess:
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
+
+
+def _orphan_status(pid: int) -> int | None:
+    """The exit status of a kernel whose template died: None while it still runs."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours: see whether it still exists (and is not a zombie)
+        table = process_table()
+        return None if pid in table and table[pid][1] not in "ZX" else -signal.SIGKILL
+    if done == 0:
+        return None
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _stream_fd(value: Any, default: int) -> int | None:
