@@ -81,6 +81,10 @@ def read_pids(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()]
 
 
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
 def spawn_build(src: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "sphinx", "-q", "-b", "html", *extra, str(src), str(src / "_build")],
@@ -260,7 +264,8 @@ livecells_frameworks = {
 
 def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, rootdir):
     page = (
-        cell("import json; print(json.dumps([1]))", "beta")
+        "\n.. live-settings::\n   :timeout: inf\n"
+        + cell("import json; print(json.dumps([1]))", "beta")
         + cell("print('hello')", "alpha")
         + cell("print('never')", "alpha", "   :timeout: nan\n")
     )
@@ -275,11 +280,15 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
     html = (app.outdir / "page1.html").read_text()
     assert "[1]" in html and "hello" in html  # the stdlib preload ran; preload None is none
     # :timeout: nan is refused where it is written, and that cell does not run.
-    assert "page1.rst:12: ERROR" in warnings and "invalid option value" in warnings
+    text = (src / "page1.rst").read_text()
+    for directive in (".. live-settings::", ":timeout: nan"):
+        line = line_of(text, directive) - (directive == ":timeout: nan")
+        assert f"page1.rst:{line}: ERROR: Error in " in warnings, (directive, warnings)
+    assert warnings.count("invalid option value") == 2
     stored = json.loads((src / "_livecells" / "page1.json").read_text())
     assert len(stored["sessions"]["alpha"]["cells"]) == 1
     # The sync code raised after the beta cell: a warning at that cell's line.
-    beta_line = page.splitlines().index(".. live-cell:: beta") + 3
+    beta_line = line_of(text, ".. live-cell:: beta")
     assert f"page1.rst:{beta_line}: WARNING: live-cell [beta]: the framework's sync code failed" in warnings
     assert "RuntimeError: no device" in warnings and "[livecells.sync]" in warnings
 
@@ -389,10 +398,6 @@ PART = """Included text.
    y = 2
    raise ValueError("in include")
 """
-
-
-def line_of(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
 
 
 @pytest.mark.parametrize("builder", ["html", "latex"])

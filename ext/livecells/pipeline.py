@@ -440,8 +440,11 @@ def _close_processes(state: BuildState) -> None:
         state.fork_server.close()
         state.fork_server = None
     if state.guard is not None:
+        from .reaper import set_subreaper
+
         state.guard.close()
         state.guard = None
+        set_subreaper(False)  # a process that builds again (a test run) is itself again
 
 
 def guard_of(app: Sphinx) -> Any:

@@ -34,15 +34,16 @@ PR_SET_CHILD_SUBREAPER = 36
 SESSION_VARIABLE = "LIVECELLS_SESSION"
 
 
-def set_subreaper() -> bool:
-    """Make this process a child subreaper (Linux); False where that is not possible."""
+def set_subreaper(on: bool = True) -> bool:
+    """Make this process a child subreaper (Linux), or no longer one; False where that is not
+    possible."""
     import ctypes
     import sys
 
     if not sys.platform.startswith("linux"):
         return False
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0) == 0
     except Exception:  # noqa: BLE001 - no libc prctl: orphans go to PID 1 as usual
         return False
 
