@@ -9,8 +9,11 @@ falls back to the default, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sphinx.application import Sphinx
@@ -82,6 +85,42 @@ class ConfigError(ValueError):
     """A config value that cannot be used; the message names the value."""
 
 
+def _text(name: str, key: str, value: Any, *, required: bool = False) -> str:
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ConfigError(
+            f"framework {name!r}: {key!r} must be a {'non-empty ' if required else ''}string, "
+            f"not {value!r}"
+        )
+    return value
+
+
+def _code(name: str, key: str, value: Any, mode: str) -> str:
+    """A ``sync`` (statements) or ``gpu_used`` (an expression) snippet that compiles."""
+    value = _text(name, key, value)
+    try:
+        compile(value or "pass", f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
+    except SyntaxError as err:
+        raise ConfigError(f"framework {name!r}: {key!r} does not compile: {err.msg} (line {err.lineno})") from None
+    return value
+
+
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _preload(name: str, value: Any) -> tuple[str, ...]:
+    """Modules to import before the first cell: a list, a comma string, or None (none)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [p.strip() for p in value.split(",") if p.strip()]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"framework {name!r}: 'preload' must be a list of module names, not {value!r}")
+    for module in value:
+        if not isinstance(module, str) or not MODULE_NAME.match(module):
+            raise ConfigError(f"framework {name!r}: 'preload' holds {module!r}, not a module name")
+    return tuple(value)
+
+
 def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
     if not isinstance(value, Mapping) or not value:
         raise ConfigError("must be a non-empty mapping of framework name -> settings")
@@ -97,17 +136,14 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
         unknown = set(settings) - known
         if unknown:
             raise ConfigError(f"framework {name!r} has unknown keys {sorted(unknown)}")
-        preload = settings.get("preload", ())
-        if isinstance(preload, str):
-            preload = [p.strip() for p in preload.split(",") if p.strip()]
         specs[name] = FrameworkSpec(
             name=name,
-            label=str(settings.get("label", name)),
-            kernel=str(settings.get("kernel", "python3")),
-            preload=tuple(str(p) for p in preload),
-            sync=str(settings.get("sync", "")),
-            gpu_used=str(settings.get("gpu_used", "False")),
-            version_of=str(settings.get("version_of", "")),
+            label=_text(name, "label", settings.get("label", name), required=True),
+            kernel=_text(name, "kernel", settings.get("kernel", "python3"), required=True),
+            preload=_preload(name, settings.get("preload")),
+            sync=_code(name, "sync", settings.get("sync", ""), "exec"),
+            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", "False"), "eval"),
+            version_of=_text(name, "version_of", settings.get("version_of", "")),
         )
     return specs
 
@@ -122,8 +158,13 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 
 
 def _positive_number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError("must be a positive number of seconds")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError("must be a positive, finite number of seconds")
     return float(value)
 
 
@@ -153,6 +194,21 @@ def _executor(value: Any) -> str | Callable[[], Any]:
             "returning a distributed.Client"
         )
     return value
+
+
+def _optional_string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError("must be a string")
+    return value
+
+
+def _patterns(value: Any) -> tuple[str, ...]:
+    """Glob patterns relative to the source dir: a list of strings (or one comma string)."""
+    if isinstance(value, str):
+        value = [p.strip() for p in value.split(",") if p.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
+        raise ConfigError("must be a list of glob patterns (strings), relative to the source dir")
+    return tuple(p.strip() for p in value)
 
 
 def _bool(value: Any) -> bool:
@@ -203,7 +259,9 @@ class LivecellsConfig:
     )
     latex_framework: str = field(
         default="",
-        metadata=_meta("framework printed in LaTeX ('' = the first; 'all')", str, rebuild=""),
+        metadata=_meta(
+            "framework printed in LaTeX ('' = the first; 'all')", _optional_string, rebuild=""
+        ),
     )
     allow_html: bool = field(
         default=False,
@@ -229,6 +287,13 @@ class LivecellsConfig:
         default=100_000,
         metadata=_meta("characters of text kept per cell output stream", _positive_int),
     )
+    depends: tuple[str, ...] = field(
+        default=(),
+        metadata=_meta(
+            "glob patterns (relative to the source dir) of files whose change re-runs every page",
+            _patterns,
+        ),
+    )
 
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
@@ -249,6 +314,8 @@ CONFIG_FIELDS = {f.name: f for f in dataclasses.fields(LivecellsConfig)}
 def _raw_default(name: str) -> Any:
     if name == "frameworks":
         return DEFAULT_FRAMEWORKS
+    if name == "depends":
+        return []
     f = CONFIG_FIELDS[name]
     return f.default
 
@@ -256,22 +323,36 @@ def _raw_default(name: str) -> Any:
 def setup_config(app: Sphinx) -> None:
     """Register every field as a ``livecells_<name>`` config value."""
     for name, f in CONFIG_FIELDS.items():
-        default = _raw_default(name)
-        types = {"timeout": (int, float), "jobs": (str, int), "executor": Any}.get(
-            name, (type(default),)
-        )
+        # Any: the validators check every value, and say where in conf.py it was set (Sphinx's
+        # own type check would warn a second time, without a location). ``-D`` values are still
+        # converted by the type of the default.
         app.add_config_value(
             f"livecells_{name}",
-            default,
+            _raw_default(name),
             f.metadata["rebuild"],
-            types=types,
+            types=Any,
             description=f.metadata["help"],
         )
     app.connect("config-inited", _validate_on_init, priority=400)
 
 
-def read_config(values: Mapping[str, Any], warn: Callable[[str], None]) -> LivecellsConfig:
-    """Validate raw values (without the prefix); a bad one is reported and replaced by its default."""
+def read_config(
+    values: Mapping[str, Any],
+    warn: Callable[[str], None],
+    where: Callable[[str, str], None] | None = None,
+) -> LivecellsConfig:
+    """Validate raw values (without the prefix); a bad one is reported and replaced by its default.
+
+    ``where(message, name)``, when given, reports instead of ``warn``, knowing the value's name
+    (so that the warning can point at its line in conf.py).
+    """
+
+    def say(message: str, name: str) -> None:
+        if where is not None:
+            where(message, name)
+        else:
+            warn(message)
+
     kwargs: dict[str, Any] = {}
     for name, f in CONFIG_FIELDS.items():
         if name not in values:
@@ -279,16 +360,36 @@ def read_config(values: Mapping[str, Any], warn: Callable[[str], None]) -> Livec
         try:
             kwargs[name] = f.metadata["validate"](values[name])
         except ConfigError as err:
-            warn(f"livecells_{name} = {values[name]!r}: {err}; using the default")
+            shown = repr(values[name])
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            say(f"livecells_{name} = {shown}: {err}; using the default", name)
+        except Exception as err:  # noqa: BLE001 - a value whose own methods fail (a bad mapping)
+            say(f"livecells_{name}: cannot be read ({type(err).__name__}: {err}); using the default", name)
     config = LivecellsConfig(**kwargs)
     if config.latex_framework and config.latex_framework != "all" and (
         config.latex_framework not in config.frameworks
     ):
-        warn(
+        say(
             f"livecells_latex_framework = {config.latex_framework!r}: not a framework in "
-            f"livecells_frameworks ({', '.join(config.frameworks)}); using the first"
+            f"livecells_frameworks ({', '.join(config.frameworks)}); using the first",
+            "latex_framework",
         )
     return config
+
+
+def conf_location(confdir: str | Path | None, name: str) -> str | None:
+    """``conf.py:LINE`` of the line that sets config value ``name`` (``conf.py`` alone when no
+    line does, e.g. a ``-D`` override; None without a conf.py)."""
+    if not confdir:
+        return None
+    path = Path(confdir) / "conf.py"
+    setting = re.compile(rf"^\s*{re.escape(name)}\s*(=|\[|:|\+=|\.)")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = [number for number, line in enumerate(lines, 1) if setting.match(line)]
+    return f"{path}:{found[-1]}" if found else str(path)  # the last assignment wins
 
 
 def _validate_on_init(app: Sphinx, config: Any) -> None:
@@ -297,7 +398,11 @@ def _validate_on_init(app: Sphinx, config: Any) -> None:
     def warn(message: str) -> None:
         logger.warning(message, type=WARNING_TYPE, subtype="config")
 
-    app.livecells_config = read_config(values, warn)  # type: ignore[attr-defined]
+    def where(message: str, name: str) -> None:
+        location = conf_location(app.confdir, f"livecells_{name}")
+        logger.warning(message, type=WARNING_TYPE, subtype="config", location=location)
+
+    app.livecells_config = read_config(values, warn, where)  # type: ignore[attr-defined]
 
 
 def app_of(env: Any) -> Sphinx:

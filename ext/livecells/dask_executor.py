@@ -98,6 +98,31 @@ def connect_timeout() -> float:
     return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
 
 
+#: Seconds to wait for the scheduler's port to answer before Dask's own (longer) handshake.
+PROBE_TIMEOUT = 5.0
+ADDRESS = re.compile(r"^(?:(?P<scheme>tcp|tls|ws|wss)://)?(?P<host>\[[^\]]+\]|[^:/\[\]]+):(?P<port>\d+)/?$")
+
+
+def _probe_address(address: str, timeout: float) -> None:
+    """Fail within ``timeout`` when nothing answers at a ``tcp://host:port`` address.
+
+    Dask retries a refused connection until its connect timeout (30 s by default, and the wait
+    for workers after it); a wrong address or a cluster that is down is said at once instead.
+    Addresses of other forms are left to Dask.
+    """
+    match = ADDRESS.match(address.strip())
+    if match is None:
+        return
+    host = match.group("host").strip("[]")
+    try:
+        with socket.create_connection((host, int(match.group("port"))), timeout=timeout):
+            pass
+    except OSError as err:
+        timed_out = isinstance(err, (socket.timeout, TimeoutError))
+        why = f"no answer within {timeout:g} s" if timed_out else (err.strerror or str(err))
+        raise ExecutorProblem(f"the Dask scheduler at {address} cannot be reached ({why})") from None
+
+
 def connect(executor: Executor, timeout: float) -> tuple[Any, bool]:
     """A client of the cluster, and whether livecells owns it (and so closes it)."""
     Client = _distributed().Client  # noqa: N806
@@ -112,6 +137,7 @@ def connect(executor: Executor, timeout: float) -> tuple[Any, bool]:
                 f"the factory returned {type(client).__name__}, not a distributed.Client"
             )
         return client, False
+    _probe_address(executor, min(timeout, PROBE_TIMEOUT))
     try:
         client = Client(executor, timeout=timeout, set_as_default=False)
     except Exception as err:  # noqa: BLE001 - OSError, TimeoutError, ValueError for a bad address

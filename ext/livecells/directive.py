@@ -13,6 +13,7 @@ a reference.
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import re
@@ -77,8 +78,8 @@ def _raises(argument: str | None) -> list[str]:
 
 def _seconds(argument: str) -> float:
     value = float(directives.unchanged_required(argument))
-    if value <= 0:
-        raise ValueError("must be a positive number of seconds")
+    if not math.isfinite(value) or value <= 0:  # nan and inf would mean no time limit
+        raise ValueError("must be a positive, finite number of seconds")
     return value
 
 
@@ -131,6 +132,12 @@ class LiveCellDirective(SphinxDirective):
             )
             names = [ALL]
         code = "\n".join(self.content)
+        # The first line of code in its own file (an included one, a table cell), not an offset
+        # into the page's assembled input.
+        code_line = _first_content_line(self)
+        if isinstance(self.state_machine, StateMachine):
+            _, line = self.state_machine.get_source_and_line(self.content_offset + 1)
+            code_line = line or code_line
         if not code.strip():
             logger.warning(
                 "live-cell: the cell has no code",
@@ -151,7 +158,7 @@ class LiveCellDirective(SphinxDirective):
             stderr=self.options.get("stderr", "show"),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
-            code_line=_first_content_line(self),
+            code_line=code_line,
             classes=self.options.get("class", []),
         )
         self.set_source_info(cell)

@@ -10,6 +10,7 @@ its Python once with a short script.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -21,7 +22,7 @@ from typing import Any
 from .config import FrameworkSpec
 
 PROBE_SCRIPT = r"""
-import json, platform, sys
+import importlib.util, json, platform, sys
 from importlib import metadata
 def version(module):
     try:
@@ -30,7 +31,14 @@ def version(module):
         pass
     try:
         dists = metadata.packages_distributions().get(module, [])
-        return metadata.version(dists[0]) if dists else ""
+        if dists:
+            return metadata.version(dists[0])
+    except Exception:
+        pass
+    if module in sys.stdlib_module_names or module in sys.builtin_module_names:
+        return "stdlib " + platform.python_version()
+    try:
+        return "unversioned" if importlib.util.find_spec(module) is not None else ""
     except Exception:
         return ""
 mods = json.loads(sys.argv[1])
@@ -60,14 +68,22 @@ def _in_process(modules: list[str]) -> dict[str, Any]:
     from importlib import metadata
 
     def version(module: str) -> str:
+        """The distribution's version; for the standard library, Python's; "" if not found."""
         try:
             return metadata.version(module)
         except metadata.PackageNotFoundError:
             pass
         dists = metadata.packages_distributions().get(module, [])
         try:
-            return metadata.version(dists[0]) if dists else ""
+            if dists:
+                return metadata.version(dists[0])
         except metadata.PackageNotFoundError:
+            pass
+        if module in sys.stdlib_module_names or module in sys.builtin_module_names:
+            return f"stdlib {platform.python_version()}"
+        try:  # importable without distribution metadata (a module on PYTHONPATH)
+            return "unversioned" if importlib.util.find_spec(module) is not None else ""
+        except (ImportError, ValueError):
             return ""
 
     return {

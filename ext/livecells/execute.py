@@ -29,6 +29,7 @@ from .plan import SessionPlan
 
 if TYPE_CHECKING:
     from .forkserver import ForkServer
+    from .reaper import Guard
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,28 @@ class LocalScheduler:
     and before the first session is timed, never while one is.
     """
 
-    def __init__(self, gpus: Sequence[GPU], jobs: int, *, fork_server: ForkServer | None = None) -> None:
+    def __init__(
+        self,
+        gpus: Sequence[GPU],
+        jobs: int,
+        *,
+        fork_server: ForkServer | None = None,
+        guard: Guard | None = None,
+    ) -> None:
         self.pool = DevicePool(gpus, jobs)
         #: Owned by the build (it may have started templates while Sphinx read the pages).
         self.fork_server = fork_server
+        #: Owned by the build: kills the sessions' processes if the build dies (see .reaper).
+        self.guard = guard
 
     async def run(
         self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
     ) -> None:
         ordered = sorted(jobs, key=lambda j: -j.weight)
         server = self.fork_server
-        factory: Callable[..., KernelSession] = KernelSession
+        factory: Callable[..., KernelSession] = functools.partial(KernelSession, guard=self.guard)
         if server is not None:
-            factory = functools.partial(KernelSession, manager_factory=server.manager)
+            factory = functools.partial(factory, manager_factory=server.manager)
         tasks: list[asyncio.Future[None]] = []
 
         async def one(job: SessionJob) -> None:
@@ -173,11 +183,20 @@ def session_record(
 ) -> dict[str, Any]:
     """The store's record of a finished session: plain data only."""
     plan = job.plan
+    # The framework's sync code failed after these cells (by execution count): their time may
+    # leave out queued device work.
+    sync_errors: dict[int, str] = {}
+    for entry in probe.get("sync_errors") or []:
+        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int):
+            sync_errors.setdefault(entry[0], str(entry[1]))
     cells = []
     for cell in plan.cells:
         data = results[cell.index].to_json()
         data["index"] = cell.index
         data["code_sha"] = cell.code_sha
+        count = data.get("execution_count")
+        if isinstance(count, int) and count in sync_errors:
+            data["sync_error"] = sync_errors[count]
         cells.append(data)
     gpu_used = bool(probe.get("gpu_used")) and bool(lease.gpus)
     device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()

@@ -38,6 +38,8 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
+from .reaper import SESSION_VARIABLE, descendants, kill_tree, process_table
+
 if TYPE_CHECKING:
     from .config import FrameworkSpec
 
@@ -66,6 +68,7 @@ PER_SESSION_ENV = (
     "PAGER",
     "PYDEVD_DISABLE_FILE_VALIDATION",
     "PYTEST_CURRENT_TEST",
+    SESSION_VARIABLE,
 )
 Key = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]  # python, preload, kernelspec env
 
@@ -90,6 +93,12 @@ def _template_main(argv: list[str]) -> None:
     import traceback
 
     path, parent, preload = argv[0], int(argv[1]), json.loads(argv[2])
+    # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
+    # kernels that die (they are killed in _reap).
+    _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    if os.getppid() != parent:
+        return
     if sys.path and sys.path[0] == "":
         del sys.path[0]  # as ipykernel_launcher does; the kernel's init_path adds the cwd back
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
@@ -122,6 +131,11 @@ def _template_main(argv: list[str]) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
+    # From now on the launcher's death ends the loop through SIGTERM, so that the kernels'
+    # process trees are killed before the kernels themselves die (their PR_SET_PDEATHSIG).
+    _prctl(1, signal.SIGTERM)
+    if os.getppid() != parent:
+        return
     children: dict[int, int | None] = {}
     try:
         while os.getppid() == parent:  # the launcher died without close(): go too
@@ -135,10 +149,7 @@ def _template_main(argv: list[str]) -> None:
     finally:
         for pid, code in children.items():
             if code is None:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                kill_tree(pid)  # what left the kernel's process group too
         for pid, code in children.items():
             if code is None:
                 try:
@@ -149,6 +160,15 @@ def _template_main(argv: list[str]) -> None:
             os.unlink(path)
         except OSError:
             pass
+
+
+def _prctl(option: int, value: int) -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - no prctl: the loop still watches its parent
+        pass
 
 
 def _readable(sock: Any, timeout: float) -> bool:
@@ -188,17 +208,26 @@ def _cuda_touched() -> str | None:
 
 
 def _reap(children: dict[int, int | None]) -> None:
-    """Collect exit statuses (Popen convention: -signal or the exit code)."""
+    """Collect exit statuses (Popen convention: -signal or the exit code); kill what a kernel
+    that died left behind (its orphans come here: the template is a subreaper)."""
     import os
 
+    kernel_ended = False
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
-            return
-        children[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            break
+        if pid in children:
+            kernel_ended = True
+            children[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    if kernel_ended:
+        me = os.getpid()
+        for pid, (ppid, state) in process_table().items():
+            if ppid == me and pid not in children and state not in "ZX":
+                kill_tree(pid)
 
 
 def _serve(conn: Any, listener: Any, keep: set[int], children: dict[int, int | None]) -> None:
@@ -311,7 +340,10 @@ def _child(
             os._exit(code)
 
 
-TEMPLATE_FUNCTIONS = (_template_main, _readable, _is_open, _cuda_touched, _reap, _serve, _child)
+TEMPLATE_FUNCTIONS = (
+    _template_main, _prctl, _readable, _is_open, _cuda_touched, _reap, _serve, _child,
+    process_table, descendants, kill_tree,
+)
 
 
 def template_source() -> str:
@@ -373,6 +405,25 @@ class Template:
         if self.process.poll() is not None:
             raise ForkServerError(f"the template exited with status {self.process.returncode}")
 
+    async def wait_ready_async(self, timeout: float) -> None:
+        """:meth:`wait_ready` that a cancellation (Ctrl-C) ends at once, even mid-import."""
+        deadline = time.monotonic() + timeout
+        while self._ready is None and time.monotonic() < deadline:
+            stream = self.process.stdout
+            try:
+                if stream is None or select.select([stream], [], [], 0)[0]:
+                    break
+            except (OSError, ValueError):
+                break
+            if self.process.poll() is not None:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            with self._lock:
+                if self._ready is None:
+                    self._ready, self._problem = False, f"the template was not ready within {timeout:g} s"
+        self.wait_ready(max(0.0, deadline - time.monotonic()))
+
     def _read_ready(self, timeout: float) -> tuple[bool, str]:
         assert self.process.stdout is not None
         stream = self.process.stdout
@@ -422,7 +473,10 @@ class Template:
     def close(self) -> None:
         """End the template, and with it every kernel forked here (by process group)."""
         clean = False
-        if self.process.poll() is None:
+        if self.process.poll() is None and self._ready is not True:
+            self.process.kill()  # still importing (or failed): nothing to wait for
+            self.process.wait()
+        elif self.process.poll() is None:
             self.process.terminate()  # it kills the process group of each child still alive
             try:
                 clean = self.process.wait(5) == 0
@@ -461,11 +515,10 @@ class ForkedProcess:
                 reply = self.template.request({"op": "status", "pid": self.pid})
                 self.returncode = reply["returncode"]
             except (ForkServerError, KeyError):
-                # The template is gone, and with it (PR_SET_PDEATHSIG) the kernel.
-                try:
-                    os.kill(self.pid, 0)
-                except ProcessLookupError:
-                    self.returncode = -signal.SIGKILL
+                # The template is gone, and with it (PR_SET_PDEATHSIG) the kernel: re-parented
+                # to this process when it is a subreaper (then its status is ours to collect),
+                # else to PID 1.
+                self.returncode = _orphan_status(self.pid)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -486,6 +539,18 @@ class ForkedProcess:
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
+
+
+def _orphan_status(pid: int) -> int | None:
+    """The exit status of a kernel whose template died: None while it still runs."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours: see whether it still exists (and is not a zombie)
+        table = process_table()
+        return None if pid in table and table[pid][1] not in "ZX" else -signal.SIGKILL
+    if done == 0:
+        return None
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _stream_fd(value: Any, default: int) -> int | None:
@@ -543,7 +608,7 @@ class ForkServer:
             return False
         try:
             template = self._template(key)
-            await asyncio.to_thread(template.wait_ready, self.startup_timeout)
+            await template.wait_ready_async(self.startup_timeout)
         except ForkServerError as err:
             self._fallback(key, str(err), broken=True)
             return False
@@ -602,7 +667,7 @@ class ForkServer:
         fds = fds[:1] if len(fds) == 2 and fds[0] == fds[1] else fds
         try:
             template = self._template(key)
-            await asyncio.to_thread(template.wait_ready, self.startup_timeout)
+            await template.wait_ready_async(self.startup_timeout)
         except ForkServerError as err:
             self._fallback(key, str(err), broken=True)
             raise

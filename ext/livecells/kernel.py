@@ -28,6 +28,7 @@ from jupyter_core.paths import jupyter_runtime_dir
 
 from .config import FrameworkSpec
 from .outputs import OutputCollector
+from .reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
 
 # Installed once per kernel, in a namespace of its own (never the user's). Pre- and post-run
 # hooks time every non-silent cell; the post hook first runs the framework's sync code so that
@@ -50,8 +51,10 @@ def _pre(info=None):
 def _post(result=None):
     try:
         exec(_sync, {"sys": sys})
-    except Exception as err:  # a failed sync must not hide the cell's own result
-        state.sync_errors.append(repr(err))
+    except BaseException as err:  # a failed sync must not hide the cell's own result
+        if len(state.sync_errors) < 100:  # [execution count, error]: a warning at that cell
+            count = getattr(result, "execution_count", None)
+            state.sync_errors.append([count, f"{type(err).__name__}: {err}"[:500]])
     state.last = time.perf_counter() - state.t0
     _drain_fd_output()
 
@@ -112,11 +115,65 @@ def probe():
         "host": socket.gethostname(),
         "pid": __import__("os").getpid(),
         "ppid": __import__("os").getppid(),
-        "sync_errors": state.sync_errors[:5],
+        "sync_errors": state.sync_errors,
     }
 
 
 state.probe = probe
+def _iopub_pipe_to_ipc():
+    """Move ipykernel's IOPub pipe (how forked children's prints reach the cell) from a TCP
+    port on 127.0.0.1 to an IPC socket beside the kernel's others (in the private runtime dir).
+
+    Returns where the pipe listens now. Internals of ipykernel: if they differ, the pipe stays.
+    """
+    import threading
+    import zmq
+    from ipykernel.kernelapp import IPKernelApp
+    app = IPKernelApp.instance()
+    thread = getattr(app, "iopub_thread", None)
+    if app.transport != "ipc" or thread is None or getattr(thread, "_pipe_in", None) is None:
+        return ""
+    address = f"ipc://{app.ip}-pipe"
+    done, failed = threading.Event(), []
+
+    def swap():
+        try:
+            from zmq.eventloop.zmqstream import ZMQStream
+            pull = thread.socket.context.socket(zmq.PULL)
+            pull.linger = 0
+            pull.bind(address)
+            old, thread._pipe_in = thread._pipe_in, ZMQStream(pull, thread.io_loop)
+            thread._pipe_in.on_recv(thread._handle_pipe_msg)
+            old.close()
+        except Exception as err:
+            failed.append(err)
+        finally:
+            done.set()
+
+    thread.io_loop.add_callback(swap)
+    if not done.wait(5) or failed:
+        return ""
+
+    def setup_pipe_out():
+        context = zmq.Context()
+        push = context.socket(zmq.PUSH)
+        push.linger = 3000
+        push.connect(address)
+        return context, push
+
+    thread._setup_pipe_out = setup_pipe_out
+    return address
+
+
+try:
+    state.iopub_pipe = _iopub_pipe_to_ipc()
+except Exception:
+    state.iopub_pipe = ""
+try:  # orphans of the session's processes stay in the kernel's tree (see livecells.reaper)
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+except Exception:
+    pass
 _ip = get_ipython()
 _ip.events.register("pre_run_cell", _pre)
 _ip.events.register("post_run_cell", _post)
@@ -168,6 +225,7 @@ class KernelSession:
         startup_timeout: float = 120.0,
         extra_env: Mapping[str, str] | None = None,
         manager_factory: Callable[[FrameworkSpec], AsyncKernelManager] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.framework = framework
         self.cwd = str(cwd)
@@ -178,6 +236,13 @@ class KernelSession:
         self.extra_env = dict(extra_env or {})
         #: Makes the kernel manager (e.g. ``ForkServer.manager``); default: a plain AsyncKernelManager.
         self.manager_factory = manager_factory
+        #: Kills the kernel's process tree if the build dies before :meth:`shutdown` runs.
+        self.guard = guard
+        #: Marks the session's processes (``LIVECELLS_SESSION``), to find its orphans.
+        self.token = uuid.uuid4().hex
+        self.pid: int | None = None
+        self._killed: list[int] = []
+        self._ipc_prefix = ""
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
         self._log: Any = None
@@ -201,6 +266,7 @@ class KernelSession:
         env = dict(os.environ)
         env.update(self.extra_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in self.devices)
+        env[SESSION_VARIABLE] = self.token
         # ipykernel stops capturing fds 1 and 2 when it thinks it runs under pytest; a kernel
         # started by a test must behave as in a real build.
         env.pop("PYTEST_CURRENT_TEST", None)
@@ -219,6 +285,7 @@ class KernelSession:
         runtime = Path(jupyter_runtime_dir())
         runtime.mkdir(parents=True, exist_ok=True)
         self.km.ip = str(runtime / f"livecells-{uuid.uuid4().hex[:12]}")
+        self._ipc_prefix = self.km.ip
         if self.log_path:
             Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in shutdown()
@@ -226,6 +293,9 @@ class KernelSession:
         await self.km.start_kernel(
             cwd=self.cwd, env=self._environment(), stdout=output, stderr=output
         )
+        self.pid = getattr(self.km.provisioner, "pid", None)
+        if self.guard is not None and self.pid:
+            self.guard.watch(self.pid)
         spec = self.km.kernel_spec
         if spec is not None:
             self.kernelspec = {
@@ -425,6 +495,7 @@ class KernelSession:
             await self._wait(msg_id, 10, collector)
         except (asyncio.TimeoutError, KernelDied):
             self.broken = "the kernel ignored the interrupt after a timeout and was stopped"
+            self._kill_processes()
             await self.km.shutdown_kernel(now=True)
 
     async def probe(self) -> dict[str, Any]:
@@ -438,12 +509,24 @@ class KernelSession:
         # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
         return json.loads(ast.literal_eval(result["data"]["text/plain"]))
 
+    def _kill_processes(self) -> None:
+        """Kill the kernel and every process it started, also those that left its process group
+        or session (they stay in its tree: the kernel is a subreaper), and orphans of a kernel
+        that died before (they carry the session's token)."""
+        pid, self.pid = self.pid, None
+        killed = kill_tree(pid) if pid else []
+        killed += kill_adopted(self.token, exclude=[pid] if pid else [])
+        if pid and self.guard is not None:
+            self.guard.unwatch(pid)
+        self._killed = [p for p in killed if p != pid]
+
     async def shutdown(self) -> None:
-        """Stop the kernel and every process in its process group; safe to call twice."""
+        """Stop the kernel and every process it started; safe to call twice."""
         km, kc, self.km, self.kc = self.km, self.kc, None, None
         try:
             if kc is not None:
                 kc.stop_channels()
+            self._kill_processes()
             if km is not None and km.has_kernel:
                 # Kill the process group, and see it gone at once: jupyter_client's own shutdown
                 # polls every 0.1 s, which is a third of a short session.
@@ -456,6 +539,13 @@ class KernelSession:
                                 break
                             await asyncio.sleep(0.005)
                 await km.shutdown_kernel(now=True)
+            # The killed processes whose parents died with the kernel are now our children
+            # when this process is a subreaper: collect them (no zombies).
+            reap(self._killed)
+            if self._ipc_prefix:  # the IOPub pipe's socket (the hook moved it there); jupyter_client
+                with contextlib.suppress(OSError):  # removes the others
+                    os.unlink(f"{self._ipc_prefix}-pipe")
+                self._ipc_prefix = ""
         finally:
             if self._log is not None:
                 self._log.close()

@@ -30,9 +30,9 @@ from sphinx.util import logging
 from sphinx.util.console import bold
 from sphinx.util.display import terminal_supports_colour
 
-from .config import WARNING_TYPE, LivecellsConfig, get_config
+from .config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
 from .devices import GPU, detect_gpus
-from .plan import SessionPlan, plans, session_keys, session_plans
+from .plan import PagePlan, SessionPlan, file_hashes, files_digest, plans, session_keys, session_plans
 from .schema import repair_session
 from .store import OutputStore, StoreProblem
 
@@ -66,6 +66,10 @@ class BuildState:
     cluster: Any = None
     #: Forks local kernels from processes that imported the frameworks (closed at the end).
     fork_server: Any = None
+    #: Kills every session's processes if the build dies, however (see .reaper); closed at the end.
+    guard: Any = None
+    #: The digest of the files livecells_depends matches, and its patterns that matched none.
+    book_depends: tuple[str, list[str]] | None = None
     #: Why a (page, framework) session did not run in this build, for the page to say.
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
     #: The records of the sessions this build ran, by (page, framework): the pages show them
@@ -88,6 +92,24 @@ def _file_digest(path: Path) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()[:24]
     except OSError:
         return ""
+
+
+def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
+    """The page's session keys (its :depends: and the book's livecells_depends files included),
+    and its :depends: patterns that matched nothing. Unchanged files are not read again."""
+    config = get_config(app)
+    state = build_state(app)
+    hashes = file_hashes(app.env)
+    if state.book_depends is None:
+        state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
+        for pattern in state.book_depends[1]:
+            _warn(
+                f"livecells_depends: {pattern!r} matches no file",
+                "depends",
+                _conf_location(app, "livecells_depends"),
+            )
+    book = state.book_depends[0] if config.depends else ""
+    return session_keys(page, config.framework_names(), hashes, book, app.tags)
 
 
 def _seen(env: BuildEnvironment) -> dict[str, dict[str, Any]]:
@@ -122,7 +144,7 @@ def on_env_get_outdated(
         if seen is None or seen.get("mode") != _mode_signature(config):
             outdated.append(docname)
             continue
-        keys, _ = session_keys(page, config.framework_names())
+        keys, _ = page_keys(app, page)
         if keys != seen.get("keys") or _file_digest(store.path(docname)) != seen.get("store"):
             outdated.append(docname)
     return outdated
@@ -137,7 +159,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     config = get_config(app)
     state = build_state(app)
     store = store_of(app)
-    sessions = session_plans(env, config.framework_names())
+    sessions = session_plans(env, config.framework_names(), app.tags)
     changed_pages: set[str] = set()
 
     if state.cluster is not None:
@@ -159,7 +181,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     # Per page, once: its sessions' keys (reading its :depends: files) and its stored records.
     keys: dict[str, dict[str, str]] = {}
     for docname, page in plans(env).items():
-        keys[docname], unmatched = session_keys(page, config.framework_names())
+        keys[docname], unmatched = page_keys(app, page)
         for pattern in unmatched:
             _warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
     records: dict[str, dict[str, Any]] = {}
@@ -182,7 +204,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
         if summary.reason in state.problems:  # the framework cannot run here: an error for CI
             summary.status = "failed"
             summary.problems.append(
-                Problem("kernel", f"{session.source}:{session.cells[0].line}", summary.reason)
+                Problem("kernel", session.cells[0].location(), summary.reason)
             )
         state.sessions.append(summary)
         if action == "cached":
@@ -202,19 +224,15 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     for docname in list(_seen(env)):
         if docname not in plans(env):
             del _seen(env)[docname]
+    hashes = file_hashes(env)
+    for path in [p for p in hashes if not os.path.exists(p)]:
+        del hashes[path]  # files that are gone keep no entry
     return sorted(changed_pages)
 
 
 def _conf_location(app: Sphinx, name: str) -> str | None:
     """``conf.py:LINE`` of the line that sets ``name``, for warnings about a config value."""
-    path = Path(app.confdir) / "conf.py"
-    try:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.lstrip().startswith(name):
-                return f"{path}:{number}"
-    except OSError:
-        return None
-    return f"{path}:0"
+    return conf_location(app.confdir, name)
 
 
 def _stored_records(store: OutputStore, docname: str, config: LivecellsConfig) -> dict[str, Any]:
@@ -261,7 +279,7 @@ def _decide(
             f"{session.name}: the page needs {needed} GPU(s) (live-settings :gpus:) but "
             f"{state.gpu_slots} are available; the page is not run",
             "device",
-            (session.docname, first.line) if first else session.docname,
+            first.location() if first else session.docname,
         )
         return not_run(f"the page needs {needed} GPU(s); {state.gpu_slots} are available")
     gpus = state.gpu_slots and (1 if needed is None else needed)
@@ -282,7 +300,7 @@ def _decide(
                 _conf_location(app, "livecells_frameworks"),
             )
         first = session.cells[0]
-        _warn(f"{session.name}: not run: {fp.problem}", "kernel", (session.docname, first.line))
+        _warn(f"{session.name}: not run: {fp.problem}", "kernel", first.location())
         return not_run(fp.problem)
 
     if config.execute == "auto" and stored and stored.get("key") == key:
@@ -308,7 +326,9 @@ def _decide(
     return job
 
 
-def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: ForkServer | None = None) -> Scheduler:
+def make_scheduler(
+    config: LivecellsConfig, gpus: list[GPU], fork_server: ForkServer | None = None, guard: Any = None
+) -> Scheduler:
     """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
     if config.executor != "local":
         from .dask_executor import DaskScheduler
@@ -317,7 +337,7 @@ def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: ForkSe
     from .execute import LocalScheduler
 
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
-    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server)
+    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server, guard=guard)
 
 
 def _execute(
@@ -330,7 +350,7 @@ def _execute(
 ) -> None:
     from .execute import run_async
 
-    scheduler = make_scheduler(config, state.gpus, fork_server_of(app))
+    scheduler = make_scheduler(config, state.gpus, fork_server_of(app), guard_of(app))
     total = len(jobs)
     started = time.perf_counter()
     done = 0
@@ -406,9 +426,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     state = build_state(app)
     config = get_config(app)
-    if state.fork_server is not None:
-        state.fork_server.close()
-        state.fork_server = None
+    _close_processes(state)
     if not state.sessions:
         return
     logger.info(
@@ -432,6 +450,32 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
             "session(s) (livecells_raise_on_error = True); see the warnings above and "
             f"{Path(app.outdir) / '_livecells' / 'report.txt'}"
         )
+
+
+def _close_processes(state: BuildState) -> None:
+    """End the fork server and the guard (every session has been shut down by now)."""
+    if state.fork_server is not None:
+        state.fork_server.close()
+        state.fork_server = None
+    if state.guard is not None:
+        from .reaper import set_subreaper
+
+        state.guard.close()
+        state.guard = None
+        set_subreaper(False)  # a process that builds again (a test run) is itself again
+
+
+def guard_of(app: Sphinx) -> Any:
+    """The build's guard (local execution), made on first use; this process becomes a subreaper."""
+    from .reaper import Guard, set_subreaper
+
+    state = build_state(app)
+    if state.guard is None and get_config(app).executor == "local":
+        set_subreaper()  # orphans of kernels that died come here, not to PID 1
+        state.guard = Guard()
+        # Ctrl-C ends a build without build-finished: close it on the way out too.
+        atexit.register(_close_processes, state)
+    return state.guard
 
 
 def fork_server_of(app: Sphinx) -> ForkServer | None:

@@ -18,8 +18,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.environment.collectors import EnvironmentCollector
@@ -47,6 +49,24 @@ class CellPlan:
     raises: tuple[str, ...] | None = None
     stderr: str = "show"
     is_all: bool = False
+    #: The file the cell is written in (an ``include``d one, say); "" = the page's own.
+    source: str = ""
+    #: The expressions of the ``only`` directives around the cell: it runs only in builds whose
+    #: tags satisfy them all (``.. only:: latex`` cells do not run in HTML builds).
+    only: tuple[str, ...] = ()
+
+    def location(self, line: int | None = None) -> str:
+        """``file:line`` for a warning about this cell (``line``: default, the directive's)."""
+        return f"{self.source}:{self.line if line is None else line}"
+
+    def included(self, tags: Any) -> bool:
+        """Whether a build with ``tags`` (Sphinx's :class:`~sphinx.util.tags.Tags`) shows the cell."""
+        if tags is None or not self.only:
+            return True
+        try:
+            return all(tags.eval_condition(expr) for expr in self.only)
+        except Exception:  # noqa: BLE001 - Sphinx warns about a bad expression itself, and keeps it
+            return True
 
     def expects(self, ename: str) -> bool:
         """Whether ``:raises:`` makes an error named ``ename`` expected (bare ``:raises:``: any)."""
@@ -82,19 +102,21 @@ class PagePlan:
             seen.update(dict.fromkeys(cell.frameworks))
         return list(seen)
 
-    def session(self, framework: str) -> SessionPlan:
+    def session(self, framework: str, tags: Any = None) -> SessionPlan:
+        """The framework's session; with the build's ``tags``, only the cells the build shows."""
         return SessionPlan(
             docname=self.docname,
             framework=framework,
             source=self.source,
-            cells=tuple(c for c in self.cells if framework in c.frameworks),
+            cells=tuple(c for c in self.cells if framework in c.frameworks and c.included(tags)),
             settings=self.settings,
         )
 
-    def sessions(self, order: Iterable[str]) -> list[SessionPlan]:
-        """One session per framework the page uses, in configured order."""
+    def sessions(self, order: Iterable[str], tags: Any = None) -> list[SessionPlan]:
+        """One session per framework the page uses (and the build shows), in configured order."""
         used = set(self.frameworks)
-        return [self.session(fw) for fw in order if fw in used]
+        found = [self.session(fw, tags) for fw in order if fw in used]
+        return [s for s in found if s.cells]
 
 
 @dataclass(frozen=True)
@@ -127,33 +149,81 @@ class SessionPlan:
         return digest.hexdigest()
 
 
-def depends_digest(page: PagePlan) -> tuple[str, list[str]]:
-    """Hash of the files the page's ``:depends:`` globs match (paths and contents), and the
-    patterns that matched nothing."""
-    cwd = os.path.dirname(page.source)
+#: Per file: (size, mtime_ns, ctime_ns, inode) and the content's digest, kept in the build
+#: environment so that an unchanged (perhaps huge) dependency is not read again each build.
+FileHashes = dict[str, tuple[tuple[int, int, int, int], str]]
+CHUNK = 1 << 20
+
+
+def file_digest(path: str, hashes: FileHashes | None = None) -> str:
+    """SHA-256 of a file's content, read in chunks; reused from ``hashes`` while the file's
+    size, times and inode are unchanged. A fresh clone has no ``hashes``: everything is read."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return "<unreadable>"
+    signature = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    known = hashes.get(path) if hashes is not None else None
+    if known is not None and tuple(known[0]) == signature:
+        return known[1]
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return "<unreadable>"
+    if hashes is not None:
+        hashes[path] = (signature, digest.hexdigest())
+    return digest.hexdigest()
+
+
+def files_digest(
+    base: str, patterns: Iterable[str], hashes: FileHashes | None = None
+) -> tuple[str, list[str]]:
+    """Hash of the files that glob ``patterns`` (relative to ``base``) match, by path and
+    content, and the patterns that matched nothing."""
     files: dict[Path, None] = {}
     unmatched = []
-    for pattern in page.settings.depends:
-        matches = sorted(glob.glob(os.path.join(cwd, pattern), recursive=True))
+    for pattern in patterns:
+        matches = sorted(glob.glob(os.path.join(base, pattern), recursive=True))
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
             unmatched.append(pattern)
         files.update(dict.fromkeys(Path(m).resolve() for m in matches))
     digest = hashlib.sha256()
     for path in files:
-        digest.update(os.fsencode(os.path.relpath(path, cwd)))
-        try:
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-        except OSError:
-            digest.update(b"<unreadable>")
+        digest.update(os.fsencode(os.path.relpath(path, base)) + b"\0")
+        digest.update(file_digest(str(path), hashes).encode() + b"\0")
     return digest.hexdigest(), unmatched
 
 
-def session_keys(page: PagePlan, order: Iterable[str]) -> tuple[dict[str, str], list[str]]:
+def depends_digest(page: PagePlan, hashes: FileHashes | None = None) -> tuple[str, list[str]]:
+    """Hash of the files the page's ``:depends:`` globs match (paths and contents), and the
+    patterns that matched nothing."""
+    return files_digest(os.path.dirname(page.source), page.settings.depends, hashes)
+
+
+def session_keys(
+    page: PagePlan,
+    order: Iterable[str],
+    hashes: FileHashes | None = None,
+    book: str = "",
+    tags: Any = None,
+) -> tuple[dict[str, str], list[str]]:
     """Each of the page's sessions' key by framework (the :depends: files read once), and the
-    :depends: patterns that matched nothing."""
-    digest, unmatched = depends_digest(page)
-    return {s.framework: s.code_key(digest) for s in page.sessions(order)}, unmatched
+    :depends: patterns that matched nothing. ``book`` is the digest of ``livecells_depends``."""
+    digest, unmatched = depends_digest(page, hashes)
+    if book:
+        digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
+    return {s.framework: s.code_key(digest) for s in page.sessions(order, tags)}, unmatched
+
+
+def file_hashes(env: BuildEnvironment) -> FileHashes:
+    """The environment's cache of dependency digests (see :func:`file_digest`)."""
+    if not hasattr(env, "livecells_file_hashes"):
+        env.livecells_file_hashes = {}  # type: ignore[attr-defined]
+    return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
 
 
 def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan | None:
@@ -172,6 +242,12 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
         is_all = ALL in cell["frameworks"]
         frameworks = tuple(page_frameworks) if is_all else tuple(cell["frameworks"])
         raises = cell.get("raises")
+        only = []
+        parent = cell.parent
+        while parent is not None:
+            if isinstance(parent, addnodes.only):
+                only.append(parent["expr"])
+            parent = parent.parent
         plans.append(
             CellPlan(
                 index=cell["index"],
@@ -183,6 +259,8 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 raises=None if raises is None else tuple(raises),
                 stderr=cell.get("stderr", "show"),
                 is_all=is_all,
+                source=cell.source or str(source),
+                only=tuple(reversed(only)),
             )
         )
     settings_nodes = list(doctree.findall(live_settings))
@@ -232,11 +310,11 @@ def plans(env: BuildEnvironment) -> dict[str, PagePlan]:
     return env.livecells_plans  # type: ignore[attr-defined,no-any-return]
 
 
-def session_plans(env: BuildEnvironment, order: Iterable[str]) -> list[SessionPlan]:
+def session_plans(env: BuildEnvironment, order: Iterable[str], tags: Any = None) -> list[SessionPlan]:
     order = list(order)
     result: list[SessionPlan] = []
     for docname in sorted(plans(env)):
-        result.extend(plans(env)[docname].sessions(order))
+        result.extend(plans(env)[docname].sessions(order, tags))
     return result
 
 

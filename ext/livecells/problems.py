@@ -1,7 +1,7 @@
 """Each executed session's problems, as Sphinx warnings located at the cell (or failing line).
 
 A problem's kind is the warning's subtype (``livecells.error``, ``timeout``, ``crash``,
-``raises``, ``stderr``, ``output``, ``html``, ``kernel``); the message carries the exception's
+``raises``, ``stderr``, ``output``, ``html``, ``kernel``, ``sync``); the message carries the exception's
 type and message, and the full traceback goes into the build's report (:mod:`.summary`).
 """
 
@@ -14,7 +14,7 @@ from sphinx.util import logging
 
 from .ansi import strip_ansi
 from .config import WARNING_TYPE
-from .plan import SessionPlan
+from .plan import CellPlan, SessionPlan
 from .schema import one_line
 from .summary import Problem, traceback_text
 
@@ -49,13 +49,16 @@ def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool =
 
     problems: list[Problem] = []
 
-    def problem(kind: str, line: int, message: str, traceback: str = "") -> None:
+    def problem(kind: str, at: CellPlan, line: int, message: str, traceback: str = "") -> None:
         message = one_line(message, MAX_WARNING)  # the whole text is in the page and report.txt
-        logger.warning(message, type=WARNING_TYPE, subtype=kind, location=(plan.docname, line))
-        problems.append(Problem(kind, f"{plan.source}:{line}", message, traceback))
+        # The cell's own file: an included file is blamed, not the page that includes it.
+        location = at.location(line)
+        logger.warning(message, type=WARNING_TYPE, subtype=kind, location=location)
+        problems.append(Problem(kind, location, message, traceback))
 
     if record.get("message") and plan.cells:
-        problem("kernel", plan.cells[0].line, f"{plan.name}: {record['message']}")
+        first = plan.cells[0]
+        problem("kernel", first, first.line, f"{plan.name}: {record['message']}")
         return problems
     by_index = {c["index"]: c for c in record["cells"]}
     tag = f"live-cell [{plan.framework}]"
@@ -72,19 +75,24 @@ def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool =
             # IPython names a cell's code after a temporary file: "(1850221797.py, line 1)".
             evalue = re.sub(r" \(\d+\.py, line \d+\)", "", evalue)
             message = f"{ename}: {evalue}" if evalue.strip() else ename
-            problem("error", line, f"{tag}: {message}", traceback_text(result))
+            problem("error", cell, line, f"{tag}: {message}", traceback_text(result))
         elif status == "timeout":
-            problem("timeout", line, f"{tag}: {evalue}")
+            problem("timeout", cell, line, f"{tag}: {evalue}")
         elif status == "died":
-            problem("crash", line, f"{tag}: {evalue}")
+            problem("crash", cell, line, f"{tag}: {evalue}")
         elif status == "ok" and cell.raises is not None:
             expected = ", ".join(cell.raises) or "an error"
-            problem("raises", line, f"{tag}: expected {expected} (:raises:), but the cell ran without error")
+            problem("raises", cell, line, f"{tag}: expected {expected} (:raises:), but the cell ran without error")
+        if result.get("sync_error"):
+            problem("sync", cell, cell.line,
+                f"{tag}: the framework's sync code failed after the cell "
+                f"({result['sync_error']}); its time may leave out queued device work",
+            )
         for kind, message in output_problems(result.get("outputs", []), allow_html):
-            problem(kind, cell.line, f"{tag}: {message}")
+            problem(kind, cell, cell.line, f"{tag}: {message}")
         if status == "ok" and cell.stderr == "warn":
             text = "".join(o.get("text", "") for o in result["outputs"] if o.get("name") == "stderr")
             if strip_ansi(text).strip():
                 first_line = strip_ansi(text).strip().splitlines()[0]
-                problem("stderr", cell.line, f"{tag}: wrote to stderr: {first_line}")
+                problem("stderr", cell, cell.line, f"{tag}: wrote to stderr: {first_line}")
     return problems

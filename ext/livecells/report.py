@@ -25,8 +25,8 @@ from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
 
 from .config import app_of, get_config
-from .pipeline import build_state, store_of
-from .plan import CellPlan, plans, session_keys
+from .pipeline import build_state, page_keys, store_of
+from .plan import CellPlan, plans
 from .results import build_records, format_seconds
 from .schema import one_line
 from .store import StoreProblem
@@ -80,7 +80,7 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
         except StoreProblem:
             sessions, damaged = {}, True
         sessions.update(build_records(app, docname))  # shown even if the store took none
-        keys, _ = session_keys(page, config.framework_names())
+        keys, _ = page_keys(app, page)
         for session in page.sessions(config.framework_names()):
             record = sessions.get(session.framework)
             if not record:

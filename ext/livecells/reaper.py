@@ -1,0 +1,248 @@
+"""No process outlives its session or the build: subreapers, tree kills and a build guard.
+
+Process groups and sessions do not hold a kernel's processes together: a cell may start a daemon
+that calls ``setsid()``, double-forks, or changes its process group, and ``killpg`` misses it.
+What does hold them together on Linux is ancestry, once orphans cannot escape it:
+
+* every kernel makes itself a *child subreaper* (``PR_SET_CHILD_SUBREAPER``, in the kernel hook),
+  so an orphaned descendant is re-parented to the kernel instead of PID 1, and stays in the
+  kernel's tree as long as the kernel lives;
+* a session's shutdown stops the kernel (``SIGSTOP``: it can start nothing more), kills every
+  descendant found by walking ``/proc`` until none is left, then kills the kernel (:func:`kill_tree`);
+* a build that executes cells starts one :class:`Guard` process that holds a pidfd of each running
+  kernel and of each fork-server template, and reads a pipe from the Sphinx process. When the
+  pipe closes, however Sphinx ended (``kill -9`` included), the guard kills every tree still
+  registered. It runs no user code, so a cell holding the GIL cannot delay it;
+* the Sphinx process itself is a subreaper while it executes cells, so the orphans of a kernel
+  that died on its own (out of memory, ``os._exit`` in a cell) come to it, and are killed by the
+  session token they carry in their environment (:func:`kill_adopted`).
+
+The functions above :data:`GUARD_FUNCTIONS` use the standard library only: the guard and the
+fork-server templates run their source.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+
+PR_SET_CHILD_SUBREAPER = 36
+#: The environment variable that marks every process of a session (value: build id, session id).
+SESSION_VARIABLE = "LIVECELLS_SESSION"
+
+
+def set_subreaper(on: bool = True) -> bool:
+    """Make this process a child subreaper (Linux), or no longer one; False where that is not
+    possible."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001 - no libc prctl: orphans go to PID 1 as usual
+        return False
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """Every visible process: pid -> (parent pid, state letter), from ``/proc/<pid>/stat``."""
+    import os
+
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and ")"
+        if len(rest) >= 2:
+            table[int(name)] = (int(rest[1]), rest[0])
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    """Living (not zombie) descendants of ``root``, parents before children."""
+    table = process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if table[pid][1] not in "ZX":
+            found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def kill_tree(root: int, include_root: bool = True, rounds: int = 200) -> list[int]:
+    """Stop ``root``, SIGKILL its descendants until none is left, then kill ``root`` too.
+
+    ``root`` should be a subreaper (its orphans then stay in its tree); a process that forks
+    while the walk runs is found in the next round. Returns every pid signalled.
+    """
+    import os
+    import signal
+    import time
+
+    killed: list[int] = []
+    try:
+        os.kill(root, signal.SIGSTOP)
+    except OSError:
+        include_root = False  # gone already: what is left of its tree went to a subreaper above
+    for _ in range(rounds):
+        found = [pid for pid in descendants(root) if pid != os.getpid()]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except OSError:
+                pass
+        time.sleep(0.001)
+    if include_root:
+        try:
+            os.kill(root, signal.SIGKILL)
+            killed.append(root)
+        except OSError:
+            pass
+    return killed
+
+
+def reap(pids: Iterable[int]) -> None:
+    """Collect the exit status of those ``pids`` that are this process's children (no zombies)."""
+    import os
+
+    for pid in set(pids):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            pass
+
+
+def _guard_main(argv: list[str]) -> None:
+    """The guard: ``+PID`` / ``-PID`` lines on stdin; at EOF, kill every tree still registered."""
+    import os
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the build's to handle
+    watched: dict[int, int | None] = {}  # pid -> pidfd (None: no pidfd_open on this system)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line[1:].isdigit():
+            continue
+        pid = int(line[1:])
+        if line[0] == "+":
+            try:
+                watched[pid] = os.pidfd_open(pid)
+            except (AttributeError, OSError):
+                watched[pid] = None
+        elif line[0] == "-" and pid in watched:
+            fd = watched.pop(pid)
+            if fd is not None:
+                os.close(fd)
+    for pid, fd in watched.items():
+        if fd is not None:
+            try:  # still the process registered (not a reused pid)?
+                signal.pidfd_send_signal(fd, 0)
+            except OSError:
+                continue
+        kill_tree(pid)
+
+
+GUARD_FUNCTIONS = (process_table, descendants, kill_tree, _guard_main)
+
+
+def guard_source() -> str:
+    parts = ["from __future__ import annotations", "import sys"]
+    parts += [inspect.getsource(function) for function in GUARD_FUNCTIONS]
+    parts.append("_guard_main(sys.argv[1:])")
+    return "\n\n".join(parts) + "\n"
+
+
+class Guard:
+    """The build's guard process (see the module's notes). ``close`` ends it; safe twice."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", guard_source(), "livecells-guard"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError:
+            self.process = None
+
+    def _send(self, line: str) -> None:
+        if self.process is None or self.process.stdin is None:
+            return
+        try:
+            self.process.stdin.write(line.encode() + b"\n")
+            self.process.stdin.flush()
+        except (OSError, ValueError):
+            pass
+
+    def watch(self, pid: int) -> None:
+        self._send(f"+{pid}")
+
+    def unwatch(self, pid: int) -> None:
+        self._send(f"-{pid}")
+
+    def close(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _environ_has(pid: int, entry: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return entry in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def kill_adopted(token: str, exclude: Iterable[int] = ()) -> list[int]:
+    """Kill (with their trees) and reap this process's children that carry ``token`` as their
+    :data:`SESSION_VARIABLE`: orphans of a session's kernel that died before its shutdown."""
+    if not sys.platform.startswith("linux"):
+        return []
+    entry = f"{SESSION_VARIABLE}={token}".encode()
+    skip = set(exclude)
+    table = process_table()
+    me = os.getpid()
+    adopted = [
+        pid
+        for pid, (ppid, state) in table.items()
+        if ppid == me and pid not in skip and state not in "ZX" and _environ_has(pid, entry)
+    ]
+    killed = []
+    for pid in adopted:
+        killed += kill_tree(pid)
+    reap(killed)
+    return killed

@@ -1,0 +1,451 @@
+"""Hardening: processes, configuration, locations, dependencies (issue 12, classes 4-8).
+
+Processes are the subject here, so these tests start real kernels and real daemons and check
+with psutil that nothing survives, however the build ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import build_site
+
+# Starts the members of the class "a process that leaves its kernel's group or session": a
+# double-forked setsid daemon, a child that ignores SIGTERM, one in its own process group and one
+# in a new session holding the kernel's stdout open; writes their pids to pids.txt.
+FAMILY = """\
+import os, subprocess, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, str(os.getpid()).encode())
+        time.sleep(1000)
+    os._exit(0)
+os.waitpid(-1, 0)
+daemon = int(os.read(r, 20))
+stubborn = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"])
+grouped = subprocess.Popen(["sleep", "1000"], process_group=0)
+holder = subprocess.Popen(["sleep", "1000"], start_new_session=True)  # holds fds 1 and 2
+time.sleep(0.2)
+pids = [os.getpid(), daemon, stubborn.pid, grouped.pid, holder.pid]
+open("pids.txt", "w").write(" ".join(map(str, pids)))
+print("family started")
+"""
+
+
+def cell(code: str, framework: str = "alpha", options: str = "") -> str:
+    body = "\n".join("   " + line if line else "" for line in code.splitlines())
+    return f"\n.. live-cell:: {framework}\n{options}\n{body}\n"
+
+
+def site(tmp_path: Path, rootdir: Path, pages: dict[str, str], conf: str = "") -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-procs", src)
+    for name, text in pages.items():
+        (src / name).write_text(f"{name}\n{'=' * len(name)}\n{text}", encoding="utf-8")
+    if conf:
+        with open(src / "conf.py", "a", encoding="utf-8") as handle:
+            handle.write(conf)
+    return src
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def survivors(pids: list[int], within: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def read_pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()]
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def spawn_build(src: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", *extra, str(src), str(src / "_build")],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_for(path: Path, proc: subprocess.Popen, within: float = 90) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert proc.poll() is None, proc.stdout.read().decode()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+    time.sleep(0.1)
+
+
+def livecells_children(pid: int) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+# --- Class 4: no process outlives its session or the build ----------------------------------
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+def test_daemons_that_left_the_group_end_with_the_session(tmp_path, rootdir, fork):
+    src = site(tmp_path, rootdir, {"page1.rst": cell(FAMILY) + cell("print('after')")})
+    app, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
+    pids = read_pids(src / "pids.txt")
+    assert survivors(pids) == [], warnings
+    assert "after" in (app.outdir / "page1.html").read_text()
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+def test_a_kernel_that_dies_takes_its_daemons_with_it(tmp_path, rootdir, fork):
+    code = FAMILY + "os.kill(os.getpid(), 9)\n"
+    src = site(tmp_path, rootdir, {"page1.rst": cell(code)})
+    _, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
+    assert "SIGKILL" in warnings
+    assert survivors(read_pids(src / "pids.txt")) == []
+
+
+LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, rootdir, fork, signum):
+    """kill -9 included; Ctrl-C and SIGTERM also end the build within 2 s."""
+    src = site(tmp_path, rootdir, {"page1.rst": cell(LONG)})
+    proc = spawn_build(src, "-D", f"livecells_fork_kernels={int(fork)}")
+    wait_for(src / "started", proc)
+    everything = [p.pid for p in livecells_children(proc.pid)]
+    pids = read_pids(src / "pids.txt")
+    assert pids[0] in everything  # the kernel
+    started = time.monotonic()
+    proc.send_signal(signum)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - started < 2.0
+    assert survivors(pids + everything) == []
+
+
+SLOW_MODULE = "import time\ntime.sleep(60)\n"
+
+
+def slow_preload_site(tmp_path: Path, rootdir: Path) -> tuple[Path, dict[str, str]]:
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "livecells_slow_module.py").write_text(SLOW_MODULE)
+    conf = (
+        "\nlivecells_frameworks = {'alpha': {'label': 'Alpha', 'kernel': 'python3', "
+        "'preload': ['livecells_slow_module'], 'version_of': 'sphinx'}}\n"
+    )
+    src = site(tmp_path, rootdir, {"page1.rst": cell("print(1)")}, conf=conf)
+    return src, {"PYTHONPATH": f"{modules}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def templates_of(pid: int) -> list[psutil.Process]:
+    return [p for p in livecells_children(pid) if "forkserver" in " ".join(p.cmdline())]
+
+
+@pytest.mark.parametrize("how", ["sigint", "sigkill"])
+def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdir, how):
+    src, env = slow_preload_site(tmp_path, rootdir)
+    proc = spawn_build(src, env=env)
+    deadline = time.monotonic() + 60
+    while not (found := templates_of(proc.pid)):
+        assert proc.poll() is None, proc.stdout.read().decode()
+        assert time.monotonic() < deadline, "no template started"
+        time.sleep(0.05)
+    time.sleep(1.0)  # the build now waits for the import, in the read or the execute phase
+    everything = [p.pid for p in livecells_children(proc.pid)]
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - started < 2.0
+    assert survivors([t.pid for t in found] + everything, within=1.0) == []
+
+
+def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
+    from livecells.reaper import Guard
+
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '1000'], "
+         "start_new_session=True); time.sleep(1000)"]
+    )
+    time.sleep(0.3)
+    tree = [daemon.pid] + [p.pid for p in psutil.Process(daemon.pid).children(recursive=True)]
+    assert len(tree) == 2
+    guard = Guard()
+    guard.watch(daemon.pid)
+    guard.close()  # as the death of the Sphinx process would
+    daemon.wait(5)
+    assert survivors(tree) == []
+
+
+# --- Class 5: config and option values that mean nothing are refused, with their location ----
+
+# One wrong value (of a wrong type, or meaningless) for every livecells_ value.
+BAD_VALUES = {
+    "frameworks": [None, [], {"alpha": None}, {"alpha": {"preload": 3}}, {"alpha": {"kernel": 7}},
+                   {"alpha": {"sync": "x ="}}, {"alpha": {"gpu_used": "import os"}},
+                   {"alpha": {"label": None}}, {"alpha": {"preload": ["not a module"]}}],
+    "execute": ["sometimes", 1, None],
+    "device": ["tpu", None],
+    "timeout": [float("nan"), float("inf"), -1, 0, "600", True, None],
+    "jobs": [0, -2, "many", 1.5, None],
+    "store": ["", 3, None],
+    "raise_on_error": ["yes", 1, None],
+    "latex_framework": [3, None],
+    "allow_html": ["no", 0],
+    "executor": ["", 8786, None],
+    "fork_kernels": ["no", None],
+    "output_limit": [0, "big", 1.5, True],
+    "depends": [3, [1], [""], None],
+}
+
+
+def test_every_config_value_refuses_wrong_values_with_a_warning():
+    from livecells.config import CONFIG_FIELDS, LivecellsConfig, read_config
+
+    assert set(BAD_VALUES) == set(CONFIG_FIELDS)  # a new value gets its bad examples too
+    default = LivecellsConfig()
+    for name, values in BAD_VALUES.items():
+        for value in values:
+            warnings: list[str] = []
+            config = read_config({name: value}, warnings.append)
+            assert len(warnings) == 1 and f"livecells_{name}" in warnings[0], (name, value)
+            assert getattr(config, name) == getattr(default, name), (name, value)
+
+
+def test_none_and_stdlib_preloads_are_understood():
+    from livecells.config import read_config
+
+    warnings: list[str] = []
+    config = read_config({"frameworks": {"alpha": {"preload": None}, "beta": {"preload": ["json"]}}}, warnings.append)
+    assert warnings == []
+    assert config.frameworks["alpha"].preload == () and config.frameworks["beta"].preload == ("json",)
+
+
+CONF_WITH_BAD_VALUES = """
+livecells_timeout = float("nan")
+livecells_jobs = "many"
+livecells_frameworks = {
+    "alpha": {"label": "Alpha", "kernel": "python3", "preload": None},
+    "beta": {"label": "Beta", "kernel": "python3", "preload": ["json"], "sync": "raise RuntimeError('no device')"},
+}
+"""
+
+
+def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, rootdir):
+    page = (
+        "\n.. live-settings::\n   :timeout: inf\n"
+        + cell("import json; print(json.dumps([1]))", "beta")
+        + cell("print('hello')", "alpha")
+        + cell("print('never')", "alpha", "   :timeout: nan\n")
+    )
+    src = site(tmp_path, rootdir, {"page1.rst": page}, conf=CONF_WITH_BAD_VALUES)
+    lines = (src / "conf.py").read_text().splitlines()
+    app, warnings = build_site(src)
+    for name in ("livecells_timeout", "livecells_jobs"):
+        number = [i for i, line in enumerate(lines, 1) if line.startswith(name)][-1]  # the last wins
+        assert f"conf.py:{number}: WARNING: {name} = " in warnings, warnings
+    assert "has type" not in warnings  # no second, unlocated warning from Sphinx
+    assert app.livecells_config.timeout == 600 and app.livecells_config.jobs == "auto"
+    html = (app.outdir / "page1.html").read_text()
+    assert "[1]" in html and "hello" in html  # the stdlib preload ran; preload None is none
+    # :timeout: nan is refused where it is written, and that cell does not run.
+    text = (src / "page1.rst").read_text()
+    for directive in (".. live-settings::", ":timeout: nan"):
+        line = line_of(text, directive) - (directive == ":timeout: nan")
+        assert f"page1.rst:{line}: ERROR: Error in " in warnings, (directive, warnings)
+    assert warnings.count("invalid option value") == 2
+    stored = json.loads((src / "_livecells" / "page1.json").read_text())
+    assert len(stored["sessions"]["alpha"]["cells"]) == 1
+    # The sync code raised after the beta cell: a warning at that cell's line.
+    beta_line = line_of(text, ".. live-cell:: beta")
+    assert f"page1.rst:{beta_line}: WARNING: live-cell [beta]: the framework's sync code failed" in warnings
+    assert "RuntimeError: no device" in warnings and "[livecells.sync]" in warnings
+
+
+def test_an_unreachable_executor_is_reported_within_seconds():
+    pytest.importorskip("distributed")
+    from livecells.dask_executor import check_executor
+    from sphinx.errors import ConfigError
+
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="cannot be reached .Connection refused"):
+        check_executor("tcp://127.0.0.1:1")
+    assert time.monotonic() - started < 6
+
+
+# --- Class 7 (first half) and livecells_depends: dependency files -----------------------------
+
+
+def test_dependency_files_are_hashed_in_chunks_and_once_while_unchanged(tmp_path, monkeypatch):
+    import builtins
+    import tracemalloc
+
+    from livecells.plan import file_digest
+
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as handle:  # 300 MB, sparse: cheap to make, read as zeros
+        handle.truncate(300 << 20)
+    hashes: dict = {}
+    tracemalloc.start()
+    first = file_digest(str(big), hashes)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20, peak  # never the whole file in memory
+    with monkeypatch.context() as patched:
+        patched.setattr(builtins, "open", lambda *a, **k: pytest.fail("read again"))
+        assert file_digest(str(big), hashes) == first  # unchanged: not read
+    assert file_digest(str(big)) == first  # a fresh clone (no cache) reads it and agrees
+    # Same size, and the old mtime put back: the change is still seen (ctime, and the cache key).
+    stat = big.stat()
+    with open(big, "r+b") as handle:
+        handle.write(b"x")
+    os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert file_digest(str(big), hashes) != first
+
+
+BOOK_CONF = '\nlivecells_depends = ["d2l/*.py", "nothing/*.txt"]\n'
+
+
+def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootdir):
+    src = site(
+        tmp_path,
+        rootdir,
+        {"page1.rst": cell("print('one')"), "page2.rst": cell("print('two')")},
+        conf=BOOK_CONF,
+    )
+    (src / "d2l").mkdir()
+    (src / "d2l" / "torch.py").write_text("VERSION = 1\n")
+    app, warnings = build_site(src)
+    assert app.livecells_state.ran == 3  # index, page1, page2
+    line = (src / "conf.py").read_text().splitlines().index(BOOK_CONF.strip()) + 1
+    assert f"conf.py:{line}: WARNING: livecells_depends: 'nothing/*.txt' matches no file" in warnings
+    app, _ = build_site(src)
+    assert app.livecells_state.ran == 0  # unchanged: nothing runs
+    (src / "d2l" / "torch.py").write_text("VERSION = 2\n")
+    app, _ = build_site(src)
+    assert app.livecells_state.ran == 3  # every page
+    app, _ = build_site(src)
+    assert app.livecells_state.ran == 0
+
+
+# --- Class 6: every cell is located in its own file, and runs only where it is shown ----------
+
+LOCATED = """
+Para.
+
+.. include:: part.txt
+
++--------------------------+---------+
+| .. live-cell:: alpha     | b       |
+|                          |         |
+|    x = 1                 |         |
+|    raise KeyError("t")   |         |
++--------------------------+---------+
+
+.. list-table::
+
+   * - .. live-cell:: alpha
+
+          raise OSError("l")
+
+.. only:: latex
+
+   .. live-cell:: alpha
+
+      open("ran-latex", "w").close()
+
+.. only:: html
+
+   .. live-cell:: alpha
+
+      open("ran-html", "w").close()
+"""
+PART = """Included text.
+
+.. live-cell:: alpha
+
+   y = 2
+   raise ValueError("in include")
+"""
+
+
+@pytest.mark.parametrize("builder", ["html", "latex"])
+def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, rootdir, builder):
+    src = site(tmp_path, rootdir, {"page1.rst": LOCATED})
+    (src / "part.txt").write_text(PART)
+    page = (src / "page1.rst").read_text()
+    _, warnings = build_site(src, builder)
+    assert f"part.txt:{line_of(PART, 'ValueError')}: WARNING: live-cell [alpha]: ValueError" in warnings
+    assert f"page1.rst:{line_of(page, 'KeyError')}: WARNING: live-cell [alpha]: KeyError" in warnings
+    assert f"page1.rst:{line_of(page, 'OSError')}: WARNING: live-cell [alpha]: OSError" in warnings
+    assert (src / "ran-html").exists() == (builder == "html")
+    assert (src / "ran-latex").exists() == (builder == "latex")
+
+
+# --- Class 8: kernels listen on no TCP port -------------------------------------------------
+
+FORKED_PRINT = """\
+import os
+pid = os.fork()
+if pid == 0:
+    print("from the forked child", flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("from the kernel")
+"""
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
+def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, fork):
+    import asyncio
+
+    from jupyter_core.paths import jupyter_runtime_dir
+    from livecells.config import FrameworkSpec
+    from livecells.forkserver import ForkServer
+    from livecells.kernel import KernelSession
+
+    async def session(server):
+        factory = server.manager if server is not None else None
+        async with KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=tmp_path, manager_factory=factory) as k:
+            result = await k.run_cell(FORKED_PRINT, 30)
+            tree = [psutil.Process(k.pid), *psutil.Process(k.pid).children(recursive=True)]
+            inet = [c for p in tree for c in p.net_connections(kind="inet")]
+            return result, inet, k._ipc_prefix
+
+    with ForkServer(enabled=fork) as server:
+        result, inet, prefix = asyncio.run(session(server))
+    assert inet == []  # neither listening nor connected: every socket is IPC
+    assert "".join(o.get("text", "") for o in result.outputs) == "from the forked child\nfrom the kernel\n"
+    left = [n for n in os.listdir(jupyter_runtime_dir()) if n.startswith(os.path.basename(prefix))]
+    assert left == []
