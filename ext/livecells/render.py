@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from .notebooks import download_links
 from .pipeline import build_state
 from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
+from .streams import process_stream, shown_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +48,8 @@ def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
 
 
 def clean_stream(text: str) -> str:
-    """What a terminal shows: carriage returns and backspaces applied (colours are kept)."""
-    lines = []
-    for line in text.split("\n"):
-        if "\r" in line:
-            parts = line.split("\r")
-            line = next((p for p in reversed(parts) if p), "")
-        while "\b" in line:
-            line = re.sub(r"[^\b]\b", "", line, count=1).lstrip("\b")
-        lines.append(line)
-    return "\n".join(lines)
+    """What JupyterLab shows for a stream's text: carriage returns and backspaces applied."""
+    return process_stream(text)
 
 
 @dataclass
@@ -229,7 +221,8 @@ class RenderLiveCells(SphinxPostTransform):
             return _recorded_blocks(cell)
         result = shown.result
         out: list[nodes.Node] = []
-        for output in result.get("outputs", []):
+        # Consecutive streams of one name are one text, as in JupyterLab's output area.
+        for output in shown_outputs(result.get("outputs", [])):
             out.extend(self._output_nodes(cell, output))
         status = result.get("status")
         if status == "not-run":
