@@ -1,4 +1,4 @@
-"""Stream text processing (livecells.streams): each JupyterLab rule, adversarial text, linear work.
+"""Stream text processing (livecells.streams) and the output collector (livecells.outputs).
 
 The expected values follow JupyterLab's output area (``OutputAreaModel`` in
 ``@jupyterlab/outputarea`` 4.x); the first cases are the ones its own test suite checks.
@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from livecells.outputs import MAX_OUTPUTS, OutputCollector, SessionDisplays
 from livecells.render import clean_stream
 from livecells.streams import StreamText, process_stream, shown_outputs
 
@@ -203,3 +204,112 @@ def test_megabyte_text_split_into_many_messages_takes_linear_work():
         stream.feed(f"\r{i:>8}")
     assert stream.text == f"{99_999:>8}"
     assert stream.operations <= 4 * 100_000 * 9
+
+
+# -- the output collector ---------------------------------------------------------------------
+
+
+def test_collector_stores_streams_as_jupyterlab_saves_them():
+    collector = OutputCollector(limit=1000)
+    for i in range(5):
+        collector.handle("stream", {"name": "stdout", "text": f"\rstep {i}"})
+    collector.handle("stream", {"name": "stdout", "text": "\n50%\b\b\b60%\n\n"})
+    assert collector.outputs == [stream("stdout", "step 4\n60%\n\n")]
+
+
+def test_collector_keeps_every_interleaved_stream_message():
+    collector = OutputCollector(limit=10**7)
+    for i in range(20_000):
+        collector.handle("stream", {"name": "stdout" if i % 2 else "stderr", "text": f"{i}\n"})
+    outputs = collector.outputs
+    assert len(outputs) == 20_000 and not collector.dropped
+    assert "".join(o["text"] for o in outputs if o["name"] == "stdout") == "".join(f"{i}\n" for i in range(1, 20_000, 2))
+
+
+def test_collector_work_per_message_does_not_grow_with_the_output():
+    # The stream kept so far is never re-read: each message costs its own characters.
+    collector = OutputCollector(limit=10**8)
+    for i in range(50_000):
+        collector.handle("stream", {"name": "stdout", "text": f"line {i}\n"})
+        collector.handle("stream", {"name": "stderr", "text": "e"})
+    assert collector._stream is not None and collector._stream.operations < 10
+
+
+def test_collector_cap_note_is_never_written_into():
+    collector = OutputCollector(limit=1000)
+    for i in range(MAX_OUTPUTS + 3):
+        collector.handle("display_data", {"data": {"text/plain": str(i)}, "metadata": {}})
+    collector.handle("stream", {"name": "stdout", "text": "printed after the cap\n"})
+    collector.handle("execute_result", {"data": {"text/plain": "42"}, "metadata": {}, "execution_count": 1})
+    collector.handle("error", {"ename": "E", "evalue": "v", "traceback": ["tb"]})
+    outputs = collector.outputs
+    assert outputs[MAX_OUTPUTS] == stream("stdout", "printed after the cap\n")
+    assert [o["output_type"] for o in outputs[-3:]] == ["execute_result", "error", "stream"]
+    assert outputs[-1]["livecells_note"] and "3 more output(s) left out" in outputs[-1]["text"]
+    # The note is separate from the streams in what the page shows.
+    assert [o.get("text") for o in shown_outputs(outputs)][-1] == outputs[-1]["text"]
+
+
+def test_collector_limit_counts_shown_characters_per_stream_name():
+    collector = OutputCollector(limit=10)
+    collector.handle("stream", {"name": "stdout", "text": "x" * 8 + "\r" + "y" * 8})  # shows 8
+    collector.handle("stream", {"name": "stderr", "text": "e"})
+    collector.handle("stream", {"name": "stdout", "text": "abcdef"})
+    outputs = collector.outputs
+    assert outputs[0]["text"] == "y" * 8 and "truncated" not in outputs[0]
+    assert outputs[2] == stream("stdout", "ab", truncated=True)
+    collector.handle("stream", {"name": "stdout", "text": "more"})
+    assert len(collector.outputs) == 3
+
+
+def display(collector, kind, value, display_id, **extra):
+    content = {"data": {"text/plain": value}, "metadata": {}, "transient": {"display_id": display_id}, **extra}
+    collector.handle(kind, content)
+
+
+def test_display_updates_reach_earlier_cells_of_the_session():
+    displays = SessionDisplays()
+    first, second, third = (OutputCollector(100, displays) for _ in range(3))
+    display(first, "display_data", "a", "d")
+    display(second, "display_data", "other", "e")
+    display(third, "update_display_data", "b", "d")
+    assert first.outputs[0]["data"] == {"text/plain": "b"}
+    assert second.outputs[0]["data"] == {"text/plain": "other"} and third.outputs == []
+
+
+def test_a_repeated_display_id_shows_the_latest_value_everywhere():
+    displays = SessionDisplays()
+    first, second = OutputCollector(100, displays), OutputCollector(100, displays)
+    display(first, "display_data", "a", "d")
+    display(second, "display_data", "b", "d")
+    assert [o["data"]["text/plain"] for o in first.outputs + second.outputs] == ["b", "b"]
+
+
+def test_clear_wait_then_update_keeps_the_updated_output():
+    collector = OutputCollector(100)
+    display(collector, "display_data", "a", "d")
+    collector.handle("clear_output", {"wait": True})
+    display(collector, "update_display_data", "b", "d")
+    assert [o["data"]["text/plain"] for o in collector.outputs] == ["b"]
+    collector.handle("stream", {"name": "stdout", "text": "after"})
+    assert collector.outputs == [stream("stdout", "after")]
+
+
+def test_a_cleared_output_is_no_longer_updated():
+    displays = SessionDisplays()
+    first, second = OutputCollector(100, displays), OutputCollector(100, displays)
+    display(first, "display_data", "a", "d")
+    first.handle("clear_output", {"wait": False})
+    display(first, "display_data", "a2", "d")
+    display(second, "update_display_data", "b", "d")
+    assert first.outputs[0]["data"] == {"text/plain": "b"}
+    first.handle("clear_output", {})
+    display(second, "update_display_data", "c", "d")
+    assert first.outputs == [] and second.outputs == []
+
+
+def test_transient_none_and_updates_without_target_are_harmless():
+    collector = OutputCollector(100)
+    collector.handle("display_data", {"data": {"text/plain": "x"}, "metadata": {}, "transient": None})
+    display(collector, "update_display_data", "y", "missing")
+    assert collector.outputs[0]["data"] == {"text/plain": "x"}

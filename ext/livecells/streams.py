@@ -34,10 +34,11 @@ _TOKEN = re.compile(r"[^\r\n\b]+|\x08+|\r|\n")
 class StreamText:
     """One stream output's text and cursor, as JupyterLab keeps them; :meth:`feed` adds text."""
 
-    __slots__ = ("_done", "_left", "_right", "operations")
+    __slots__ = ("_done", "_done_chars", "_left", "_right", "operations")
 
     def __init__(self, text: str = "") -> None:
         self._done: list[str] = []  # finished lines, each with its "\n"
+        self._done_chars = 0
         self._left: list[str] = []  # the current line up to the cursor
         self._right: list[str] = []  # the current line from the cursor on, reversed
         #: Characters moved, written or deleted so far (for tests that the work stays linear).
@@ -55,6 +56,7 @@ class StreamText:
                 # The newline goes at the end of the line, whatever the cursor overwrote.
                 right.reverse()
                 self._done.append("".join(left) + "".join(right) + "\n")
+                self._done_chars += len(left) + len(right) + 1
                 self.operations += len(left) + len(right) + 1
                 left.clear()
                 right.clear()
@@ -86,7 +88,16 @@ class StreamText:
         return "".join(self._done) + line
 
     def __len__(self) -> int:
-        return sum(len(line) for line in self._done) + len(self._left) + len(self._right)
+        return self._done_chars + len(self._left) + len(self._right)
+
+    def truncate(self, size: int) -> None:
+        """Keep the first ``size`` characters; the cursor goes to the end."""
+        text = self.text[: max(size, 0)]
+        head, newline, tail = text.rpartition("\n")
+        self._done = [head + newline] if newline else []
+        self._done_chars = len(head) + len(newline)
+        self._left[:] = list(tail)
+        self._right.clear()
 
 
 def process_stream(text: str) -> str:
@@ -110,7 +121,13 @@ def shown_outputs(outputs: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]
             text = output.get("text", "")
             if isinstance(text, list):
                 text = "".join(str(t) for t in text)
-            if current is not None and buffer is not None and output.get("name") == current.get("name"):
+            if (
+                current is not None
+                and buffer is not None
+                and output.get("name") == current.get("name")
+                and not output.get("livecells_note")
+                and not current.get("livecells_note")
+            ):
                 buffer.feed(str(text))
                 if output.get("truncated"):
                     current["truncated"] = True
