@@ -206,7 +206,7 @@ class LivecellsConfig:
         metadata=_meta("framework printed in LaTeX ('' = the first; 'all')", str, rebuild=""),
     )
     allow_html: bool = field(
-        default=False,
+        default=True,
         metadata=_meta("render text/html outputs as HTML", _bool, rebuild="html"),
     )
     executor: str | Callable[[], Any] = field(
