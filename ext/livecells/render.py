@@ -495,7 +495,7 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
             "halt_level": 5,
             "warning_stream": io.StringIO(),
             "file_insertion_enabled": False,
-            "raw_enabled": allow_html,
+            "raw_enabled": True,  # HTML in the Markdown: kept below, or made text
         },
     )
     for node in list(document.findall(nodes.Element)):
