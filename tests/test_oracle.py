@@ -356,3 +356,21 @@ def test_mime_order_follows_jupyterlab_and_allow_html():
     assert _mime_order("html", True)[:3] == ["text/html", "text/markdown", "text/latex"]
     assert _mime_order("html", False)[-1] == "text/html"  # only when nothing else is there: as text
     assert "text/html" not in _mime_order("latex", True) and "image/svg+xml" not in _mime_order("latex", True)
+
+
+def test_the_client_never_drops_iopub_messages(tmp_path):
+    """ZMQ drops what a SUB socket cannot queue: IOPub's receive limit must be off (a flood of
+    40,000 flushed messages lost an eighth of them with the default limit of 1,000)."""
+    import asyncio
+
+    import zmq
+
+    from livecells.config import FrameworkSpec
+    from livecells.kernel import KernelSession
+
+    async def run() -> tuple[int, str]:
+        async with KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=tmp_path) as kernel:
+            result = await kernel.run_cell("print('alive')", 60)
+            return kernel.kc.iopub_channel.socket.getsockopt(zmq.RCVHWM), result.outputs[0]["text"]
+
+    assert asyncio.run(run()) == (0, "alive\n")

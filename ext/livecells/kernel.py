@@ -235,12 +235,13 @@ class KernelSession:
                 "display_name": spec.display_name,
                 "language": spec.language or "python",
             }
+        self.kc = self.km.client()
+        # The client's sockets come from its own context (not the manager's): options go there.
         # A client that connects before the kernel listens retries every RECONNECT_IVL (ZMQ's
         # default, 100 ms, is most of a forked kernel's start-up).
-        self.km.context.setsockopt(zmq.RECONNECT_IVL, 10)
+        self.kc.context.setsockopt(zmq.RECONNECT_IVL, 10)
         # No receive limit: ZMQ would drop IOPub messages (output) while the client is busy.
-        self.km.context.setsockopt(zmq.RCVHWM, 0)
-        self.kc = self.km.client()
+        self.kc.context.setsockopt(zmq.RCVHWM, 0)
         self.kc.start_channels()
         await self._wait_ready(self.startup_timeout)
         hook = "\n".join(
