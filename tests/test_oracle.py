@@ -346,6 +346,8 @@ def test_markdown_outputs_become_formatted_nodes_without_sections_ids_or_raw_htm
         assert not list(tree.findall(nodes.raw)) and "<script>" in tree.astext()
         assert list(tree.findall(nodes.math)) and list(tree.findall(nodes.strong))
     assert not list(nodes.container("", *markdown_nodes(text, "latex", True)).findall(nodes.image))
+    fences = nodes.container("", *markdown_nodes("```nosuchlang\nx\n```\n\n```python\ny = 1\n```", "html", True))
+    assert [b["language"] for b in fences.findall(nodes.literal_block)] == ["none", "python"]
     raw = nodes.container("", *markdown_nodes(text, "html", True))
     assert [n.astext() for n in raw.findall(nodes.raw)] == ["<script>", "</script>"]
 

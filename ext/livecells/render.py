@@ -472,6 +472,19 @@ def latex_nodes(text: str) -> list[nodes.Node]:
     return out
 
 
+def _has_lexer(name: str) -> bool:
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    if name in {"none", "default"}:
+        return True
+    try:
+        get_lexer_by_name(name)
+    except ClassNotFound:
+        return False
+    return True
+
+
 def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nodes.Node]:
     """A text/markdown output as formatted nodes, parsed by myst-parser (CommonMark, $math$).
 
@@ -509,6 +522,11 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
                 node.replace_self(nodes.Text(node.astext()))
         elif isinstance(node, nodes.math_block):
             node["number"] = None
+        elif isinstance(node, nodes.literal_block):
+            # A fence's language (myst names it in the classes) where Pygments knows it, else text.
+            named = [c for c in node["classes"] if c != "code"]
+            language = node.get("language") or (named[0] if named else "none")
+            node["language"] = language if _has_lexer(language) else "none"
         elif isinstance(node, nodes.image) and builder_format == "latex":
             node.replace_self(nodes.Text(node.get("alt", "")))
     for section in list(document.findall(nodes.section)):
