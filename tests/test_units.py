@@ -53,8 +53,8 @@ def test_collector_merges_streams_and_caps_floods():
     assert collector.outputs[1]["text"] == "err"
     for i in range(MAX_OUTPUTS + 5):
         collector.handle("display_data", {"data": {"text/plain": str(i)}, "metadata": {}})
-    assert len(collector.outputs) == MAX_OUTPUTS + 1
-    assert "7 more output(s) left out" in collector.outputs[-1]["text"]  # 2 streams + 498 shown
+    assert len(collector.outputs) == 2 + MAX_OUTPUTS + 1  # streams do not count: their limit is in characters
+    assert "5 more output(s) left out" in collector.outputs[-1]["text"]
 
 
 def test_collector_handles_clear_output_and_display_updates():

@@ -264,7 +264,7 @@ class LivecellsConfig:
         ),
     )
     allow_html: bool = field(
-        default=False,
+        default=True,
         metadata=_meta("render text/html outputs as HTML", _bool, rebuild="html"),
     )
     executor: str | Callable[[], Any] = field(

@@ -81,8 +81,12 @@ class ForkServerError(RuntimeError):
 # --- template's stdin), so they use only the standard library and import inside their bodies.
 
 
-def _template_main(argv: list[str]) -> None:
-    """Import, say ready (or why not) on stdout, then serve launch requests until told to stop."""
+def _template_main(argv: list[str]) -> tuple[Any, ...] | None:
+    """Import, say ready (or why not) on stdout, then serve launch requests until told to stop.
+
+    In a forked child it returns :func:`_child`'s arguments: the child leaves the template's
+    frames before it becomes a kernel, so that cells run at a normal kernel's stack depth.
+    """
     import gc
     import importlib
     import json
@@ -137,6 +141,7 @@ def _template_main(argv: list[str]) -> None:
     if os.getppid() != parent:
         return
     children: dict[int, int | None] = {}
+    template, become = os.getpid(), None
     try:
         while os.getppid() == parent:  # the launcher died without close(): go too
             _reap(children)
@@ -145,21 +150,33 @@ def _template_main(argv: list[str]) -> None:
             conn, _ = listener.accept()
             conn.settimeout(10)  # a client that says nothing must not block the others
             with conn:
-                _serve(conn, listener, keep, children)
+                become = _serve(conn, listener, keep, children)
+            if become is not None:  # in the forked child
+                return become
     finally:
-        for pid, code in children.items():
-            if code is None:
-                kill_tree(pid)  # what left the kernel's process group too
-        for pid, code in children.items():
-            if code is None:
-                try:
-                    os.waitpid(pid, 0)
-                except OSError:
-                    pass
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        if os.getpid() == template:
+            _stop_children(children, path)
+        elif become is None:  # a child that failed on its way out: never into the template's code
+            os._exit(1)
+    return None
+
+
+def _stop_children(children: dict[int, int | None], path: str) -> None:
+    import os
+
+    for pid, code in children.items():
+        if code is None:
+            kill_tree(pid)  # what left the kernel's process group too
+    for pid, code in children.items():
+        if code is None:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _prctl(option: int, value: int) -> None:
@@ -230,8 +247,14 @@ def _reap(children: dict[int, int | None]) -> None:
                 kill_tree(pid)
 
 
-def _serve(conn: Any, listener: Any, keep: set[int], children: dict[int, int | None]) -> None:
-    """Answer one request: ``launch`` (fork a kernel) or ``status`` (of a kernel forked here)."""
+def _serve(
+    conn: Any, listener: Any, keep: set[int], children: dict[int, int | None]
+) -> tuple[Any, ...] | None:
+    """Answer one request: ``launch`` (fork a kernel) or ``status`` (of a kernel forked here).
+
+    In the forked child it returns at once with :func:`_child`'s arguments (its own copies of
+    the passed fds, which the template's copies closing here leave open).
+    """
     import json
     import os
     import signal
@@ -255,10 +278,10 @@ def _serve(conn: Any, listener: Any, keep: set[int], children: dict[int, int | N
             # No SIGTERM between the fork and the bookkeeping: close() relies on the record.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
             pid = os.fork()
-            if pid == 0:  # the child must never return into the template's loop
+            if pid == 0:  # the child returns only to leave the template's loop (see _template_main)
                 try:
-                    _child(request, fds, conn, listener, keep, template)
-                finally:
+                    return (request, [os.dup(fd) for fd in fds], conn, listener, keep, template)
+                except BaseException:
                     os._exit(1)
             children[pid] = None
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
@@ -341,8 +364,8 @@ def _child(
 
 
 TEMPLATE_FUNCTIONS = (
-    _template_main, _prctl, _readable, _is_open, _cuda_touched, _reap, _serve, _child,
-    process_table, descendants, kill_tree,
+    _template_main, _prctl, _stop_children, _readable, _is_open, _cuda_touched, _reap, _serve,
+    _child, process_table, descendants, kill_tree,
 )
 
 
@@ -350,7 +373,9 @@ def template_source() -> str:
     """The program a template runs: the functions above, then a call of ``_template_main``."""
     parts = ["from __future__ import annotations", "import sys"]
     parts += [inspect.getsource(function) for function in TEMPLATE_FUNCTIONS]
-    parts.append("_template_main(sys.argv[2:])")
+    # A forked child comes back here and becomes a kernel: three frames below ipykernel's
+    # launch_new_instance, as under ``python -m ipykernel_launcher``.
+    parts.append("_become = _template_main(sys.argv[2:])\nif _become is not None:\n    _child(*_become)")
     return "\n\n".join(parts) + "\n"
 
 

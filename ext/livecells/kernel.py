@@ -27,7 +27,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
 from .config import FrameworkSpec
-from .outputs import OutputCollector
+from .outputs import OutputCollector, SessionDisplays
 from .reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
 
 # Installed once per kernel, in a namespace of its own (never the user's). Pre- and post-run
@@ -250,6 +250,8 @@ class KernelSession:
         self.broken: str | None = None
         #: The kernelspec's name, display name and language (for notebooks), once started.
         self.kernelspec: dict[str, str] = {}
+        #: Display ids across the session's cells: a later cell's update changes an earlier one.
+        self.displays = SessionDisplays()
 
     async def __aenter__(self) -> KernelSession:
         try:
@@ -303,10 +305,13 @@ class KernelSession:
                 "display_name": spec.display_name,
                 "language": spec.language or "python",
             }
+        self.kc = self.km.client()
+        # The client's sockets come from its own context (not the manager's): options go there.
         # A client that connects before the kernel listens retries every RECONNECT_IVL (ZMQ's
         # default, 100 ms, is most of a forked kernel's start-up).
-        self.km.context.setsockopt(zmq.RECONNECT_IVL, 10)
-        self.kc = self.km.client()
+        self.kc.context.setsockopt(zmq.RECONNECT_IVL, 10)
+        # No receive limit: ZMQ would drop IOPub messages (output) while the client is busy.
+        self.kc.context.setsockopt(zmq.RCVHWM, 0)
         self.kc.start_channels()
         await self._wait_ready(self.startup_timeout)
         hook = "\n".join(
@@ -429,7 +434,7 @@ class KernelSession:
 
     async def run_cell(self, code: str, timeout: float) -> CellResult:
         """Run one cell; errors, timeouts and a dying kernel become the cell's result."""
-        collector = OutputCollector(self.output_limit)
+        collector = OutputCollector(self.output_limit, self.displays)
         msg_id = self._send(code, user_expressions={"time": TIME_EXPRESSION})
         try:
             reply = await self._wait(msg_id, timeout, collector)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
+import json
 import posixpath
 import re
 from collections.abc import Sequence
@@ -34,7 +36,8 @@ from .notebooks import download_links
 from .pipeline import build_state
 from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
-from .schema import Invalid, css_name, one_line, shown_output
+from .schema import Invalid, check_output, css_name, one_line, shown_output
+from .streams import process_stream, shown_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -43,25 +46,21 @@ MAX_IMAGE_BYTES = 10 * 1024 * 1024
 
 
 def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
+    """The representations a builder can show, best first (JupyterLab's order where it has one)."""
     if builder_format == "html":
         first = ["text/html"] if allow_html else []
-        return [*first, "image/svg+xml", "image/png", "image/jpeg", "image/gif", "text/plain"]
+        return [
+            *first, "text/markdown", "text/latex", "image/svg+xml", "image/png", "image/jpeg",
+            "image/gif", "application/json", "text/plain", *([] if allow_html else ["text/html"]),
+        ]
     if builder_format == "latex":
-        return ["image/png", "image/jpeg", "text/plain"]
-    return ["text/plain"]
+        return ["text/markdown", "text/latex", "image/png", "image/jpeg", "application/json", "text/plain"]
+    return ["text/markdown", "text/latex", "application/json", "text/plain"]
 
 
 def clean_stream(text: str) -> str:
-    """What a terminal shows: carriage returns and backspaces applied (colours are kept)."""
-    lines = []
-    for line in text.split("\n"):
-        if "\r" in line:
-            parts = line.split("\r")
-            line = next((p for p in reversed(parts) if p), "")
-        while "\b" in line:
-            line = re.sub(r"[^\b]\b", "", line, count=1).lstrip("\b")
-        lines.append(line)
-    return "\n".join(lines)
+    """What JupyterLab shows for a stream's text: carriage returns and backspaces applied."""
+    return process_stream(text)
 
 
 @dataclass
@@ -203,7 +202,7 @@ class RenderLiveCells(SphinxPostTransform):
         cell["ids"] = []
         if not cell["hide_code"]:
             code = nodes.literal_block(cell["code"], cell["code"], classes=["livecells-input"])
-            code["language"] = "python"
+            code["language"] = "ipython3"  # IPython's lexer: !cmd, %magic and %%cell magics
             box += code
         return box
 
@@ -273,8 +272,19 @@ class RenderLiveCells(SphinxPostTransform):
             return _recorded_blocks(cell)
         result = shown.result
         out: list[nodes.Node] = []
+        # Consecutive streams of one name are one text, as in JupyterLab's output area; an
+        # output of the wrong shape is left out where it stands, with a warning.
+        run: list[dict[str, Any]] = []
         for position, output in enumerate(result.get("outputs", [])):
-            out.extend(self._isolated_output(cell, output, position, framework))
+            try:
+                check_output(output, f"output {position + 1}")
+            except Invalid as err:
+                out.extend(self._shown_run(cell, run, framework))
+                run = []
+                out.extend(self._left_out(cell, framework, str(err)))
+                continue
+            run.append(output)
+        out.extend(self._shown_run(cell, run, framework))
         status = result.get("status")
         if status == "not-run":
             reason = (result.get("error") or {}).get("evalue", "not run")
@@ -300,20 +310,32 @@ class RenderLiveCells(SphinxPostTransform):
                 output = {**output, "name": shown_as}
             return self._output_nodes(cell, output)
         except Exception as err:  # noqa: BLE001 - one output never ends the build
-            why = one_line(str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}", 200)
-            _output_warning(cell, framework, f"an output was left out: {why}")
-            return [_note(f"[an output was left out: {why}]", "livecells-refused")]
+            why = str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}"
+            return self._left_out(cell, framework, why)
+
+    def _shown_run(self, cell: live_cell, run: list[dict[str, Any]], framework: str) -> list[nodes.Node]:
+        """The nodes of a run of well-formed outputs, streams joined as JupyterLab joins them."""
+        out: list[nodes.Node] = []
+        for position, output in enumerate(shown_outputs(run)):
+            out.extend(self._isolated_output(cell, output, position, framework))
+        return out
+
+    def _left_out(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
+        why = one_line(why, 200)
+        _output_warning(cell, framework, f"an output was left out: {why}")
+        return [_note(f"[an output was left out: {why}]", "livecells-refused")]
 
     def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
         kind = output.get("output_type")
         if kind == "stream":
-            if output.get("name") == "stderr" and cell.get("stderr") == "hide":
+            name = output.get("name")
+            if name == "stderr" and cell.get("stderr") == "hide":
                 return []
-            text = clean_stream(output.get("text", ""))
-            if not strip_ansi(text).strip("\n"):
+            text = clean_stream(str(output.get("text", "")))
+            if not text:
                 return []
-            block = self._text(text.rstrip("\n"), ["livecells-stream", f"livecells-{output.get('name')}"])
-            result: list[nodes.Node] = [block]
+            classes = ["livecells-stream", *([f"livecells-{name}"] if name in {"stdout", "stderr"} else [])]
+            result: list[nodes.Node] = [self._text(text, classes)]
             if output.get("truncated"):
                 result.append(
                     _note(
@@ -324,12 +346,13 @@ class RenderLiveCells(SphinxPostTransform):
                 )
             return result
         if kind == "error":
-            traceback = "\n".join(output.get("traceback", []))
+            traceback = "\n".join(str(t) for t in output.get("traceback", []))
             if not traceback:
                 traceback = f"{output.get('ename')}: {output.get('evalue')}"
             return [self._text(traceback, ["livecells-error"])]
         if kind in {"execute_result", "display_data"}:
-            return self._mime_nodes(output.get("data", {}))
+            data = output.get("data")
+            return self._mime_nodes(cell, data if isinstance(data, dict) else {})
         return []
 
     def _text(self, text: str, classes: Sequence[str]) -> nodes.Element:
@@ -337,34 +360,67 @@ class RenderLiveCells(SphinxPostTransform):
 
         For HTML the markup is what Sphinx writes for an unhighlighted block, made here: output is
         plain text, and a pygments pass per output block costs more than the rest of the render.
+        The text's trailing newlines are kept, so that the page shows the blank lines JupyterLab
+        shows (a browser shows no line after a ``<pre>``'s last newline, and drops one newline
+        right after ``<pre>``, which the markup puts back).
         """
         if self.format == "html":
             names = " ".join(["output", "livecells-output", *classes, "highlight-none", "notranslate"])
+            lead = "\n" if text.startswith("\n") else ""
             markup = (
-                f'<div class="{names}"><div class="highlight"><pre>{ansi_to_html(text)}</pre></div></div>\n'
+                f'<div class="{names}"><div class="highlight"><pre>{lead}{ansi_to_html(text)}</pre></div></div>\n'
             )
             return nodes.raw("", markup, format="html")
-        return _text_block(strip_ansi(text), classes)
+        plain = strip_ansi(text)
+        return _text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 
-    def _mime_nodes(self, data: dict[str, Any]) -> list[nodes.Node]:
+    def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
         for mime in _mime_order(self.format, self.config_.allow_html):
             if mime not in data:
                 continue
             value = data[mime]
-            if isinstance(value, list):
-                value = "".join(value)
-            if mime == "text/html":
-                return [nodes.raw("", value, format="html", classes=["livecells-output"])]
-            if mime in IMAGE_TYPES:
-                node = self._image(mime, value)
-                if node is not None:
-                    return [node]
+            if isinstance(value, list) and mime != "application/json":
+                value = "".join(str(v) for v in value)
+            try:
+                rendered = self._mime_node(mime, value)
+            except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
+                logger.warning(
+                    f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
+                    "the next representation is shown instead",
+                    type=WARNING_TYPE, subtype="output", location=cell,
+                )
                 continue
-            return [self._text(str(value), ["livecells-result"])]
+            if rendered:
+                return rendered
         return []
 
+    def _mime_node(self, mime: str, value: Any) -> list[nodes.Node]:
+        """One representation as nodes for this builder ([] when it has nothing to show)."""
+        if mime == "text/html":
+            if not isinstance(value, str):
+                raise TypeError("text/html is not a string")
+            if not self.config_.allow_html or self.format != "html":
+                return [self._text(value, ["livecells-result"])]
+            markup = f'<div class="output livecells-output livecells-html">\n{value}\n</div>\n'
+            return [nodes.raw("", markup, format="html")]
+        if mime in IMAGE_TYPES:
+            if not isinstance(value, str):
+                raise TypeError(f"{mime} is not a string")
+            node = self._image(mime, value)
+            return [node] if node is not None else []
+        if mime == "text/markdown":
+            return [_output_box(markdown_nodes(str(value), self.format, self.config_.allow_html), "livecells-markdown")]
+        if mime == "text/latex":
+            return [_output_box(latex_nodes(str(value)), "livecells-latex")]
+        if mime == "application/json":
+            if isinstance(value, str):
+                value = json.loads(value)
+            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+            return [self._text(text, ["livecells-result", "livecells-json"])]
+        return [self._text(str(value), ["livecells-result"])]
+
     def _image(self, mime: str, value: str) -> nodes.Node | None:
-        raw = value.encode() if mime == "image/svg+xml" else base64.b64decode(value)
+        raw = value.encode() if mime == "image/svg+xml" else base64.b64decode(value, validate=False)
         if len(raw) > MAX_IMAGE_BYTES:
             return _note(
                 f"An image of {len(raw) / 2**20:.1f} MiB was left out (limit "
@@ -483,6 +539,117 @@ def _signature(result: dict[str, Any] | None) -> str:
         for o in result.get("outputs", [])
     ]
     return repr(kept)
+
+
+def _output_box(children: list[nodes.Node], kind: str) -> nodes.container:
+    return nodes.container("", *children, classes=["output", "livecells-output", "livecells-result", kind])
+
+
+# Math in a text/latex output, as MathJax finds it in JupyterLab: display math, environments and
+# inline math; the text around it is text.
+_LATEX_MATH = re.compile(
+    r"\$\$(?P<dd>.+?)\$\$|\\\[(?P<bd>.+?)\\\]|(?P<env>\\begin\{(?P<name>[A-Za-z]+\*?)\}.+?\\end\{(?P=name)\})"
+    r"|(?<![\\$])\$(?P<di>[^$]+?)\$|\\\((?P<bi>.+?)\\\)",
+    re.DOTALL,
+)
+
+
+def latex_nodes(text: str) -> list[nodes.Node]:
+    """A text/latex output as math nodes (MathJax in HTML, native math in LaTeX) and text."""
+    out: list[nodes.Node] = []
+    para = nodes.paragraph()
+    at = 0
+    for match in _LATEX_MATH.finditer(text):
+        before = text[at : match.start()]
+        if before.strip():
+            para += nodes.Text(before)
+        at = match.end()
+        display = match.group("dd") or match.group("bd")
+        if display is not None or match.group("env"):
+            if len(para):
+                out.append(para)
+                para = nodes.paragraph()
+            body = match.group("env") or display or ""
+            block = nodes.math_block(body, body, nowrap=bool(match.group("env")), number=None, label=None)
+            out.append(block)
+        else:
+            inline = match.group("di") or match.group("bi") or ""
+            para += nodes.math(inline, inline)
+    rest = text[at:]
+    if rest.strip():
+        para += nodes.Text(rest)
+    if len(para):
+        out.append(para)
+    return out
+
+
+def _has_lexer(name: str) -> bool:
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    if name in {"none", "default"}:
+        return True
+    try:
+        get_lexer_by_name(name)
+    except ClassNotFound:
+        return False
+    return True
+
+
+def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nodes.Node]:
+    """A text/markdown output as formatted nodes, parsed by myst-parser (CommonMark, $math$).
+
+    Headings become rubrics (an output is no section of the page), ids are dropped (they would
+    clash with the page's), HTML in the Markdown stays HTML only where text/html would, and
+    images that a LaTeX build cannot include show their alt text. Without myst-parser the
+    Markdown is shown as text.
+    """
+    try:
+        from docutils.core import publish_doctree
+        from myst_parser.parsers.docutils_ import Parser
+    except ImportError:
+        return [_text_block(text, ["livecells-result"])]
+    document = publish_doctree(
+        text,
+        parser=Parser(),
+        settings_overrides={
+            "myst_enable_extensions": ["dollarmath"],
+            "doctitle_xform": False,
+            "report_level": 5,
+            "halt_level": 5,
+            "warning_stream": io.StringIO(),
+            "file_insertion_enabled": False,
+            "raw_enabled": True,  # HTML in the Markdown: kept below, or made text
+        },
+    )
+    for node in list(document.findall(nodes.Element)):
+        for attribute in ("ids", "names", "dupnames", "backrefs"):
+            if attribute in node:
+                node[attribute] = []
+        if isinstance(node, nodes.system_message):
+            node.parent.remove(node)
+        elif isinstance(node, nodes.raw):
+            if not (allow_html and builder_format == "html" and node.get("format") == "html"):
+                node.replace_self(nodes.Text(node.astext()))
+        elif isinstance(node, nodes.math_block):
+            node["number"] = None
+        elif isinstance(node, nodes.literal_block):
+            # A fence's language (myst names it in the classes) where Pygments knows it, else text.
+            named = [c for c in node["classes"] if c != "code"]
+            language = node.get("language") or (named[0] if named else "none")
+            node["language"] = language if _has_lexer(language) else "none"
+        elif isinstance(node, nodes.image) and builder_format == "latex":
+            node.replace_self(nodes.Text(node.get("alt", "")))
+    for section in list(document.findall(nodes.section)):
+        title = section.next_node(nodes.title)
+        replacement: list[nodes.Node] = []
+        for child in section.children:
+            if child is title:
+                replacement.append(nodes.rubric("", "", *title.children))
+            else:
+                replacement.append(child)
+        section.replace_self(replacement)
+    return list(document.children)
 
 
 def _component(name: str, classes: Sequence[str] = (), children: Sequence[nodes.Node] = ()) -> nodes.container:

@@ -8,3 +8,4 @@ livecells_frameworks = {
 }
 livecells_timeout = 20
 livecells_output_limit = 20000
+livecells_allow_html = False  # hostile output: text/html must stay text here

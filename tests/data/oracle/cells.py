@@ -1,0 +1,315 @@
+# The oracle corpus: cells run once through nbclient (Jupyter itself) and once through livecells
+# by tests/test_oracle.py, and compared cell by cell. A line "# %% <framework> <name> [raises]"
+# starts a cell; the cells of one framework run in order in one session (one notebook).
+# This file is data, not a module: it is never imported.
+
+# %% pytorch imports
+import os, sys, time
+import torch
+
+# %% pytorch print
+print("hello")
+
+# %% pytorch stdout-and-stderr
+print("to stdout")
+print("to stderr", file=sys.stderr)
+print("stdout again")
+
+# %% pytorch backspace-after-punctuation
+print("50%\b\b\b60%")
+
+# %% pytorch backspace-after-letters
+print("abc\b\bXY")
+
+# %% pytorch backspace-number
+print("loss: 0.5\b\b\b0.4")
+
+# %% pytorch spinner
+for c in "|/-\\":
+    print(f"\r{c}", end="", flush=True)
+    time.sleep(0.01)
+print("\rdone")
+
+# %% pytorch keras-progress-bar
+for i in range(1, 4):
+    bar = f"{i}/3 [{'=' * i}{'.' * (3 - i)}]"
+    print(bar + "\b" * len(bar) if i < 3 else bar, end="", flush=True)
+    time.sleep(0.01)
+print()
+
+# %% pytorch carriage-return-over-longer-line
+print("epoch 10 loss 0.912345, train acc 0.500", end="\r")
+print("finished")
+
+# %% pytorch carriage-return-progress
+for i in range(0, 101, 25):
+    print(f"\rprogress {i:3d}%", end="", flush=True)
+    time.sleep(0.01)
+print()
+
+# %% pytorch carriage-return-newline
+print("x\r\r\ny\r\nz")
+
+# %% pytorch long-backspace-run
+print("keep")
+print("x" * 10 + "\b" * 1000 + "y")
+
+# %% pytorch backspace-at-line-start
+print("ab\n\b\bc")
+
+# %% pytorch trailing-blank-lines
+print("a\n\n\n")
+
+# %% pytorch empty-print
+print()
+
+# %% pytorch no-newline
+sys.stdout.write("no newline at the end")
+
+# %% pytorch ansi-colour
+print("\x1b[31mred\x1b[0m and \x1b[1mbold\x1b[0m")
+
+# %% pytorch unicode
+print("héllo ✓ 你好")
+
+# %% pytorch hundred-lines
+print("\n".join(f"line {i}" for i in range(100)))
+
+# %% pytorch flushes-over-time
+for i in range(3):
+    print(i, end=" ", flush=True)
+    time.sleep(0.05)
+
+# %% pytorch result-int
+6 * 7
+
+# %% pytorch no-output
+x = 1
+
+# %% pytorch result-string
+"a string"
+
+# %% pytorch result-none
+None
+
+# %% pytorch print-then-result
+print("before")
+x + 1
+
+# %% pytorch last-result
+_
+
+# %% pytorch display-loop
+from IPython.display import display, clear_output
+for i in range(3):
+    display(i)
+
+# %% pytorch print-display-print
+print("one")
+display("two")
+print("three")
+
+# %% pytorch display-id
+h = display("first value", display_id=True)
+
+# %% pytorch display-update-later-cell
+h.update("second value")
+
+# %% pytorch display-id-repeated-a
+display("v1", display_id="same")
+
+# %% pytorch display-id-repeated-b
+display("v2", display_id="same")
+
+# %% pytorch clear-wait-then-update
+h3 = display("before clear", display_id=True)
+clear_output(wait=True)
+h3.update("after update")
+
+# %% pytorch clear-wait-then-print
+print("cleared away")
+clear_output(wait=True)
+print("what stays")
+
+# %% pytorch clear-now
+print("gone")
+clear_output()
+print("kept")
+
+# %% pytorch html
+from IPython.display import HTML, Markdown, Latex, Math, JSON, Image
+HTML("<b>bold</b> <i>html</i> text")
+
+# %% pytorch pandas
+import pandas as pd
+pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+
+# %% pytorch markdown
+Markdown("# A title\n\nSome **bold**, *italic* and `code`.\n\n- one\n- two")
+
+# %% pytorch latex
+Latex(r"$$\int_0^1 x\,dx = \frac{1}{2}$$")
+
+# %% pytorch math
+Math(r"\frac{a}{b} + \sqrt{c}")
+
+# %% pytorch json
+JSON({"a": [1, 2, 3], "b": {"c": "d"}})
+
+# %% pytorch matplotlib-png
+%matplotlib inline
+import matplotlib.pyplot as plt
+plt.figure(figsize=(2, 1.5))
+plt.plot([1, 2, 3], [1, 4, 9])
+plt.show()
+
+# %% pytorch image-display
+import io
+buffer = io.BytesIO()
+plt.figure(figsize=(1, 1))
+plt.plot([0, 1])
+plt.savefig(buffer, format="png")
+plt.close()
+Image(data=buffer.getvalue())
+
+# %% pytorch matplotlib-svg
+from matplotlib_inline.backend_inline import set_matplotlib_formats
+set_matplotlib_formats("svg")
+plt.figure(figsize=(2, 1.5))
+plt.plot([1, 2, 3], [3, 1, 2])
+plt.show()
+
+# %% pytorch d2l-animator
+sys.path.insert(0, "/work/shared/d2l-corpus")
+from d2l import torch as d2l
+animator = d2l.Animator(xlabel="epoch", xlim=[1, 3], legend=["train loss"])
+for epoch in range(1, 4):
+    animator.add(epoch, 1 / epoch)
+
+# %% pytorch d2l-progress-board
+import numpy as np
+board = d2l.ProgressBoard("x")
+for x in np.arange(0, 2, 0.1):
+    board.draw(x, np.sin(x), "sin", every_n=5)
+
+# %% pytorch figure-clear-loop
+for i in range(3):
+    fig = plt.figure(figsize=(1, 1))
+    plt.plot([0, i])
+    display(fig)
+    plt.close(fig)
+    clear_output(wait=True)
+print("after the figures")
+
+# %% pytorch magic-precision
+%precision 3
+3.14159265
+
+# %% pytorch magic-env
+%env LIVECELLS_ORACLE=yes
+
+# %% pytorch magic-timeit
+%timeit -n 1 -r 1 sum(range(10))
+
+# %% pytorch magic-capture
+%%capture
+print("captured, not shown")
+
+# %% pytorch cell-magic-html
+%%html
+<p>from a <em>cell magic</em></p>
+
+# %% pytorch cell-magic-markdown
+%%markdown
+*from* the **markdown** magic
+
+# %% pytorch shell-echo
+!echo hi from the shell
+
+# %% pytorch shell-stderr
+!echo to stderr from the shell 1>&2
+
+# %% pytorch shell-capture
+files = !printf 'a\nb\n'
+files
+
+# %% pytorch fd-write-stdout
+n = os.write(1, b"fd one\n")
+n = os.write(1, b"fd one again\n")
+
+# %% pytorch fd-write-stderr
+n = os.write(2, b"fd two\n")
+
+# %% pytorch error-zero raises
+1 / 0
+
+# %% pytorch error-value raises
+def inner():
+    raise ValueError("bad <value> & more")
+inner()
+
+# %% pytorch error-syntax raises
+def broken(:
+    pass
+
+# %% pytorch error-stdin raises
+input("never answered")
+
+# %% pytorch warning
+import warnings
+warnings.warn("careful")
+
+# %% pytorch torch-value
+torch.ones(2, 3)
+
+# %% pytorch torch-print
+print(torch.arange(6).reshape(2, 3))
+
+# %% pytorch torch-error raises
+torch.ones(2, 3) @ torch.ones(2, 3)
+
+# %% pytorch stack-depth
+import inspect
+len(inspect.stack()), sys.getrecursionlimit()
+
+# %% pytorch recursion-depth
+def depth(n=0):
+    try:
+        return depth(n + 1)
+    except RecursionError:
+        return n
+depth() - len(inspect.stack())
+
+# %% mxnet mx-imports
+from mxnet import np, npx
+npx.set_np()
+
+# %% mxnet mx-value
+np.ones((2, 3))
+
+# %% mxnet mx-reshape
+x = np.arange(12)
+x.reshape(3, 4)
+
+# %% mxnet mx-print
+print(x.sum())
+
+# %% mxnet mx-autograd
+from mxnet import autograd
+x = np.arange(4.0)
+x.attach_grad()
+with autograd.record():
+    y = 2 * np.dot(x, x)
+y.backward()
+x.grad
+
+# %% mxnet mx-progress
+for i in range(3):
+    print(f"\repoch {i + 1}, loss {1 / (i + 1):.3f}", end="", flush=True)
+print()
+
+# %% mxnet mx-flood
+import sys
+for i in range(10_000):
+    print(f"out {i}")
+    print(f"err {i}", file=sys.stderr)
