@@ -11,6 +11,10 @@ Fixtures in ``tests/data/convert/``:
   given back its tab HTML as d2lbook writes it.
 - ``untabbed.d2lbook.rst``: a chapter without tabs (d2lbook then writes no tab HTML at all).
 - ``*.expected.rst``: the converted chapters, reviewed by hand.
+- ``heldout/oddities.d2lbook.rst``: real d2lbook 1.0.3 output (the d2l corpus's own script, run
+  on ``heldout/oddities.md``, a chapter written for it) for outputs that no d2l chapter of the
+  corpus has: a DataFrame (raw HTML), IPython's Math and Markdown displays, two outputs of one
+  cell, stderr.
 
 These fixtures were written by hand to look like d2lbook's output; real d2lbook output is in
 ``shared/d2l-corpus`` and ``test_convert_corpus.py`` converts all of it. The shapes the corpus
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import build_site, soup
 from livecells.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
 
 DATA = Path(__file__).parent / "data" / "convert"
@@ -287,6 +292,63 @@ def test_html_output_is_kept_after_its_cell_with_a_warning() -> None:
     )
     assert warned_lines(result) == [line_of(text, ".. raw:: html")]
     assert "HTML output" in result.warnings[0]
+
+
+HTML_OUT = ".. raw:: html\n\n    <table><tr><td>1</td></tr></table>\n\n"
+MATH_OUT = ".. math::\n\n    \\displaystyle x^2 + y_1\n\n"
+
+
+@pytest.mark.parametrize(("output", "kind"), [(HTML_OUT, "HTML"), (MATH_OUT, "math")])
+def test_an_output_livecells_does_not_record_stays_in_its_tab(output: str, kind: str) -> None:
+    """d2lbook writes a DataFrame's repr as raw HTML and IPython's Math as ``.. math::``, right
+    after the cell. In a panel such an output stays in its framework's tab (as its prose), so
+    the tab set is not split, and a warning says it is shown beside the live output."""
+    text = BAR + panel("pytorch", 0, CELL + output) + panel("mxnet", 1, CELL + output) + CLOSE
+    result = convert_text(text, source="t.rst")
+    body = "\n".join("   " + x if x else "" for x in output.rstrip("\n").split("\n"))
+    expected = f".. live-cell:: {{0}}\n\n   x = 1\n\n.. live-text:: {{0}}\n\n{body}\n"
+    assert result.text == expected.format("pytorch") + "\n" + expected.format("mxnet")
+    second = text.index(output, text.index(output) + 1)
+    assert warned_lines(result) == [line_of(text, output), text[:second].count("\n") + 1]
+    for warning, framework in zip(result.warnings, ("pytorch", "mxnet")):
+        assert f"{kind} output kept as static content after its cell, shown beside its live " \
+            "output" in warning
+        assert warning.endswith(f"in the {framework} tab")
+    assert convert_text(result.text, source="t.rst").text == result.text
+
+
+def test_math_in_prose_after_a_cell_is_not_an_output() -> None:
+    text = CELL + "Then\n\n.. math::\n\n    \\displaystyle x\n\n" + CELL + ".. math::\n\n    y = 1\n"
+    result = convert_text(text, source="t.rst")
+    assert result.warnings == []
+    assert ".. math::\n\n    \\displaystyle x\n" in result.text
+
+
+def test_real_d2lbook_outputs_of_other_kinds_keep_the_tab_sets_whole(tmp_path: Path) -> None:
+    source = read(DATA / "heldout" / "oddities.d2lbook.rst")
+    result = convert_text(source, source="oddities.rst")
+    assert [w.split(": WARNING: ")[1].split(" output")[0] for w in result.warnings] == [
+        "HTML", "HTML", "math", "math"]
+    assert (result.cells_in, result.outputs, result.frameworks) == (8, 8, {"pytorch": 4, "mxnet": 4})
+    (tmp_path / "conf.py").write_text('extensions = ["livecells"]\nlivecells_execute = "off"\n')
+    (tmp_path / "index.rst").write_text(result.text, encoding="utf-8")
+    _, warnings = build_site(tmp_path, freshenv=True)
+    assert "WARNING" not in warnings and "ERROR" not in warnings
+    page = soup(tmp_path / "_build" / "html" / "index.html")
+    assert not page.select(".mdl-tabs")
+    sets = page.select("div.sd-tab-set")
+    assert len(sets) == source.count('<div class="mdl-tabs__tab-bar') == 4
+    for tab_set in sets:
+        panels = tab_set.select("div.sd-tab-content")
+        assert [x["data-sync-id"] for x in tab_set.select("label")] == ["pytorch", "mxnet"]
+        assert [len(p.select("div.livecells-cell")) for p in panels] == [1, 1]
+    # Each framework's DataFrame and Math outputs stay in its own tab, after its cell.
+    for index, block in ((1, "table.dataframe"), (3, "div.math")):
+        assert [len(p.select(block)) for p in sets[index].select("div.sd-tab-content")] == [1, 1]
+    # Both text outputs of the first cell (a printout and the value) are its recorded outputs.
+    first = sets[0].select_one("div.livecells-cell")
+    assert [x.get_text().strip() for x in first.select(".livecells-recorded pre")] == [
+        "printed tensor([0, 1, 2])", "tensor([1, 2, 3])"]
 
 
 def test_stray_closing_div_is_kept_and_warned() -> None:

@@ -63,6 +63,12 @@ _KEPT = {
     "markdown-code": "python code indented 3 (a markdown code block, not a cell): kept as is",
     "static": "'.. code:: python' with options or without code: kept as is",
 }
+#: livecells records text and figure outputs only: other outputs stay, beside the live one.
+_NOT_RECORDED = {
+    role: f"{kind} output kept as static content after its cell, shown beside its live output: "
+    "it is not a recorded output (text and figure outputs are)"
+    for role, kind in (("html", "HTML"), ("math-output", "math"))
+}
 INDENT = "   "
 
 
@@ -199,6 +205,8 @@ def _classify(block: _Block) -> str:
         return "image-output"  # bare: a figure with options or a caption is content
     if block.name == "live-cell":
         return "live-cell"
+    if block.name == "math" and payload.startswith("\\displaystyle"):
+        return "math-output"  # IPython's Math display as nbconvert writes it (after a cell)
     return "other"
 
 
@@ -303,6 +311,13 @@ class _Converter:
                         prose.append(block)
                 elif role == "marker":
                     self.dirty = True
+                elif role in ("html", "math-output") and self.after == "cell" and not prose:
+                    # Kept as the framework's prose: raw HTML between two cells would split the
+                    # tab set, and the output would show under every framework's tab.
+                    self.warn(block, _NOT_RECORDED[role] + f", in the {framework} tab")
+                    prose.append(block)
+                    self.emit_prose(prose, framework)
+                    prose = []
                 elif role == "cell" or (role in _OUTPUTS and self.after == "cell" and not prose):
                     self.emit_prose(prose, framework)
                     prose = []
@@ -362,9 +377,8 @@ class _Converter:
             self.emit(block.lines, True)
             self.result.figures += 1
             return
-        if role == "html" and self.after == "cell":
-            self.warn(block, "HTML output kept as static content after its cell: it is not a "
-                      "recorded output (text and figure outputs are)")
+        if role in ("html", "math-output") and self.after == "cell":
+            self.warn(block, _NOT_RECORDED[role])
         elif role in ("output", "image-output") and self.after != "live-cell":
             self.warn(block, "output block with no cell before it kept as is")
         elif role in _KEPT:
