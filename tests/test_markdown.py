@@ -405,16 +405,46 @@ def test_tab_selected_branches_are_resolved_per_framework():
         "    elif tab.selected('mxnet'):\n        return 'mx'\n    else:\n        return 'other'\n```\n\n"
         "```{.python .input}\n%%tab all\nx = 1\nif tab.selected('tensorflow'):\n    x = 2\nprint(x)\n```\n"
     )
+    # No cell or prose names mxnet: d2lbook makes no mxnet notebook (tab.selected does not count).
+    assert _cells(_md(source).text) == [("all", "def f():\n    return 'torch'\n"), ("all", "x = 1\nprint(x)\n")]
+    source += "\n```{.python .input}\n#@tab mxnet\nm = 0\n```\n"
     cells = _cells(_md(source).text)
     assert cells == [
         ("pytorch", "def f():\n    return 'torch'\n"),
         ("mxnet", "def f():\n    return 'mx'\n"),
         ("all", "x = 1\nprint(x)\n"),  # the same code for every framework of the book: one cell
+        ("mxnet", "m = 0\n"),
     ]
-    assert _cells(_md(source, tabs=["pytorch", "mxnet", "jax"]).text)[-1] == ("all", "x = 1\nprint(x)\n")
-    assert _cells(_md(source, tabs=["pytorch", "tensorflow"]).text)[2:] == [
+    assert _cells(_md(source, tabs=["pytorch", "mxnet", "jax"]).text)[2] == ("all", "x = 1\nprint(x)\n")
+    assert _cells(_md(source.replace("mxnet\nm", "tensorflow\nm"), tabs=["pytorch", "tensorflow"]).text)[2:4] == [
         ("pytorch", "x = 1\nprint(x)\n"), ("tensorflow", "x = 1\nx = 2\nprint(x)\n"),
     ]
+
+
+def test_nested_tab_selected_branches_are_resolved():
+    """oo-design.md's Module: a tab.selected branch inside a kept one (d2lbook drops it for mxnet)."""
+    source = (
+        "```{.python .input}\n%%tab mxnet, tensorflow\nclass Module:\n"
+        "    if tab.selected('mxnet', 'tensorflow'):\n        def __init__(self):\n            self.board = 1\n"
+        "        if tab.selected('tensorflow'):\n            self.training = None\n        after = 2\n\n"
+        "    if tab.selected('jax'):\n        field: int = 3\n    def loss(self):\n        pass\n```\n"
+    )
+    cells = _cells(_md(source, tabs=["mxnet", "tensorflow"]).text)
+    body = "class Module:\n    def __init__(self):\n        self.board = 1\n{}    after = 2\n\n    def loss(self):\n        pass\n"
+    assert cells == [("mxnet", body.format("")), ("tensorflow", body.format("    self.training = None\n"))]
+
+
+def test_tabs_named_only_in_prose_still_get_the_all_cells():
+    """subword-embedding.md: every cell is ``#@tab all`` and mxnet is named only in tab prose; d2lbook
+    still makes an mxnet notebook of those cells, so the converted cells name both frameworks
+    (livecells' ``all`` would mean only the frameworks the page's cells name)."""
+    all_cells = "```{.python .input}\n#@tab all\nx = 1\n```\n\n```{.python .input}\n#@tab all\nprint(x)\n```\n\n"
+    prose = ":begin_tab:`mxnet`\nMX prose.\n:end_tab:\n"
+    assert [a for a, _ in _cells(_md(all_cells + prose).text)] == ["pytorch, mxnet"] * 2
+    assert [a for a, _ in _cells(_md(all_cells).text)] == ["all"] * 2  # d2lbook: the first tab only
+    mx_only = all_cells + "```{.python .input}\n#@tab mxnet\ny = 2\n```\n"  # and the first tab runs too
+    assert [a for a, _ in _cells(_md(mx_only).text)] == ["pytorch, mxnet", "pytorch, mxnet", "mxnet"]
+    assert [a for a, _ in _cells(_md(mx_only + "\n```{.python .input}\n#@tab pytorch\nz = 3\n```\n").text)][:2] == ["all"] * 2
 
 
 def test_hide_marks_become_options_and_save_stays():
@@ -595,7 +625,10 @@ def test_the_book_tabs_without_a_config_ini():
     select = "```{.python .input}\n%load_ext d2lbook.tab\ntab.interact_select(['mxnet', 'pytorch'])\n```\n\n"
     cells = "```{.python .input}\nx = 1\n```\n\n```{.python .input}\n%%tab all\nif tab.selected('pytorch'):\n    y = 2\n```\n"
     # The chapter's interact_select: mxnet is the first tab, so a cell without marker is mxnet's.
-    assert _cells(convert_markdown(select + cells).text) == [("mxnet", "x = 1\n"), ("pytorch", "y = 2\n")]
+    # No cell names pytorch, so (as in d2lbook) no pytorch session: its branch runs nowhere.
+    assert _cells(convert_markdown(select + cells).text) == [("mxnet", "x = 1\n")]
+    named = cells + "\n```{.python .input}\n#@tab pytorch\nz = 0\n```\n"
+    assert _cells(convert_markdown(select + named).text) == [("mxnet", "x = 1\n"), ("pytorch", "y = 2\n"), ("pytorch", "z = 0\n")]
     # Else the tabs the chapter names; with none, the default framework.
     assert _cells(convert_markdown("```{.python .input}\n#@tab jax\nz = 3\n```\n\n" + cells).text)[0] == ("jax", "z = 3\n")
     assert _cells(convert_markdown(cells[:30], default_framework="alpha").text) == [("alpha", "x = 1\n")]

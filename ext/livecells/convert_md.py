@@ -181,8 +181,17 @@ def resolve_tab_branches(lines: list[str], framework: str) -> list[str]:
 
     As d2lbook's ``_clean_if_branches``: an ``if`` whose line names the framework in quotes keeps
     its body, dedented; another drops it; the branch ends at the first line indented no deeper
-    than the ``if``. Unlike d2lbook, an ``elif``/``else`` of such an ``if`` is resolved too.
+    than the ``if``; a ``tab.selected`` branch inside a kept one is resolved in turn. Unlike
+    d2lbook, an ``elif``/``else`` of such an ``if`` is resolved too.
     """
+    while True:
+        resolved = _resolve_outer_branches(lines, framework)
+        if resolved == lines:
+            return resolved
+        lines = resolved
+
+
+def _resolve_outer_branches(lines: list[str], framework: str) -> list[str]:
     out: list[str] = []
     mode = ""  # "" outside a branch, "keep" or "drop" inside one
     indent, body_indent, chain_taken = 0, None, False
@@ -262,6 +271,19 @@ class _MarkdownConverter:
         self.chunks = _split(self.lines, self.warn)
         self.tabs = tabs or self._chapter_tabs()
         self.default = self.tabs[0] if self.tabs else default_framework
+        self.sessions = self._sessions()
+        self.written: list[tuple[str, list[str]]] = []  # each live-cell's argument and block
+
+    def _sessions(self) -> list[str]:
+        """The frameworks d2lbook makes this chapter's notebook for (``get_tab_notebook``): the
+        first tab, and each other tab that a cell's marker or tab prose names."""
+        named = {self.default}
+        for chunk in self.chunks:
+            if chunk.kind == "cell":
+                named.update(_tab_marker("\n".join(chunk.lines)) or [])
+            elif chunk.kind == "tab":
+                named.update(chunk.tabs)
+        return [t for t in self.tabs if t in named] if self.tabs else [self.default]
 
     def warn(self, line: int, message: str) -> None:
         self.warnings.append(f"{self.source}:{line}: WARNING: {message}")
@@ -299,6 +321,7 @@ class _MarkdownConverter:
                 block = self.prose(chunk)
                 if block:
                     blocks.append(block)
+        self._name_all_cells()
         lines = "\n\n".join("\n".join(b) for b in blocks if b).split("\n")
         inference = infer_gpus(self.code)
         if inference.settings and not any(re.match(r"`{3,}\{live-settings\}", x) for x in lines):
@@ -326,7 +349,7 @@ class _MarkdownConverter:
         options, self.hide_all = _hide_options(code, self.hide_all)
         self.code.append((chunk.line + 1, chunk.lines))
         if any("tab.selected" in line for line in lines):
-            frameworks = self.tabs if names == ["all"] else names
+            frameworks = self.sessions if names == ["all"] else names
             variants: dict[tuple[str, ...], list[str]] = {}
             for framework in frameworks:
                 variant = tuple(_strip_blank(resolve_tab_branches(lines, framework)))
@@ -340,6 +363,8 @@ class _MarkdownConverter:
                     blocks.append(self.live_cell(spec, options, list(variant)))
                 return blocks
             lines = list(next(iter(variants)))
+            if not lines:
+                return []  # the branches of other frameworks only
         return [self.live_cell(", ".join(names), options, _strip_blank(lines))]
 
     def live_cell(self, spec: str, options: list[str], code: list[str]) -> list[str]:
@@ -348,7 +373,25 @@ class _MarkdownConverter:
         head = [f"{fence}{{live-cell}} {spec}", *options]
         if code and (code[0].lstrip().startswith(":") or code[0].strip() == "---"):
             head.append("")  # else MyST would read the first line as an option
-        return head + code + [fence]
+        block = head + code + [fence]
+        self.written.append((spec, block))
+        return block
+
+    def _name_all_cells(self) -> None:
+        """``all`` cells as the list of d2lbook's sessions where livecells' ``all`` means fewer.
+
+        livecells runs an ``all`` cell in the frameworks the page's cells name (or the first one);
+        d2lbook in every tab that a cell or tab prose names, and the first tab. A chapter whose
+        other tabs are named only in prose (or whose cells name only other tabs) would lose
+        sessions: its ``all`` cells name them instead.
+        """
+        named = {name for spec, _ in self.written for name in _names(spec)} - {"all"}
+        page = [t for t in self.tabs if t in named] or [self.default]
+        if page == self.sessions:
+            return
+        for spec, block in self.written:
+            if spec == "all":
+                block[0] = block[0].replace("{live-cell} all", "{live-cell} " + ", ".join(self.sessions), 1)
 
     # -- prose --------------------------------------------------------------------------------
 
