@@ -364,6 +364,38 @@ def test_converted_marks_resolve(both):
         assert "[**" not in text and "**]" not in text
 
 
+
+HELDOUT = Path(__file__).parent / "data" / "d2l-md-heldout"
+
+
+def test_held_out_chapters_run_the_cells_of_d2lbooks_own_tab_notebooks(tmp_path):
+    """Chapters nobody here converted, with d2lbook 1.0.3 as the oracle (d2lbook-cells.json, from
+    make_oracle.py): per framework, the session of the converted chapter runs exactly the code
+    cells, in order, of the notebook that ``d2lbook build eval --tab FRAMEWORK`` makes of it."""
+    from livecells.convert_md import convert_markdown_tree
+    from livecells.plan import plans
+
+    oracle = json.loads((HELDOUT / "d2lbook-cells.json").read_text(encoding="utf-8"))
+    src = tmp_path / "src"
+    results = convert_markdown_tree(HELDOUT, src, tabs=TABS)
+    assert all(r.warnings == [] for r in results.values())
+    (src / "conf.py").write_text(
+        "extensions = ['myst_parser', 'livecells']\nsource_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}\n"
+        "livecells_execute = 'off'\nmyst_enable_extensions = ['dollarmath']\nsuppress_warnings = ['myst.xref_missing']\n"
+    )
+    (src / "index.rst").write_text("Index\n=====\n\n.. toctree::\n\n" + "".join(f"   {p}\n" for p in sorted(oracle)))
+    app, _ = build_site(src, "dummy")
+    built = plans(app.env)
+    assert sorted(built) == sorted(oracle)
+    for page, tabs in oracle.items():
+        for framework, cells in tabs.items():
+            ours = [cell.code.strip() for cell in built[page].session(framework).cells]
+            assert ours == cells, f"{page} [{framework}]"
+    # What the fixes made right: mxnet's Module has no tab.selected left, and mxnet runs the
+    # chapter whose cells are all ``#@tab all``.
+    assert not any("tab.selected" in c for c in oracle["chapter_linear-regression/oo-design"]["mxnet"])
+    assert len(built["chapter_natural-language-processing-pretraining/subword-embedding"].session("mxnet").cells) == 9
+
 # -- convert_md on small inputs -------------------------------------------------------------------
 
 TABS = ["pytorch", "mxnet"]
