@@ -255,14 +255,12 @@ def _session(plan, framework: str) -> tuple[list[str], list[int]]:
     return _isorted(lines), ends
 
 
-def _plans(src: Path, builder: str, bibtex: bool = True):
-    """Build ``src`` (nothing run); the MyST side with sphinxcontrib-bibtex. Plans and warnings."""
+def _plans(src: Path, builder: str):
+    """Build ``src`` (nothing run) with sphinxcontrib-bibtex. Plans, warnings and the output folder."""
     from livecells.plan import plans
 
-    extensions = ["myst_parser", "livecells"]
-    if bibtex:
-        shutil.copy(_corpus() / "d2l.bib", src / "d2l.bib")
-        extensions.append("sphinxcontrib.bibtex")
+    extensions = ["myst_parser", "livecells", "sphinxcontrib.bibtex"]
+    shutil.copy(_corpus() / "d2l.bib", src / "d2l.bib")
     (src / "conf.py").write_text(
         # An explicit source_suffix: without one, myst-parser's ".md" leaks into Sphinx's default.
         f"extensions = {extensions!r}\nsource_suffix = {{'.rst': 'restructuredtext', '.md': 'markdown'}}\n"
@@ -290,7 +288,7 @@ def both(tmp_path_factory):
     convert_tree(tmp / "corpus", rst)
     shutil.copytree(corpus / "img", md / "img")
     md_plans, md_warnings, md_html = _plans(md, "html")
-    rst_plans, _, _ = _plans(rst, "dummy", bibtex=False)  # d2lbook's ":style: apa": no such pybtex style
+    rst_plans, _, _ = _plans(rst, "dummy")
     return {"md": md_plans, "rst": rst_plans, "md_warnings": md_warnings, "results": md_results, "html": md_html}
 
 
@@ -358,6 +356,9 @@ def test_converted_marks_resolve(both):
     assert algebra.select_one("#equation-eq-vec-def") is not None
     refs = soup(both["html"] / "chapter_references" / "zreferences.html")
     assert len(refs.select(".citation")) >= 14  # each work these chapters cite
+    # In APA style (pybtex-apa-style), as d2lbook asks: "Surname, I., & Surname, I. (Year)."
+    entries = [c.get_text(" ", strip=True) for c in refs.select(".citation")]
+    assert sum(bool(re.search(r"[A-Z]\., & [A-Z][\w-]+, [A-Z]\..* \(\d{4}\)\.", e)) for e in entries) >= 5, entries
     for name in ("model-construction", "use-gpu", "parameters"):
         text = soup(both["html"] / "chapter_builders-guide" / f"{name}.html").get_text()
         assert not re.search(r":(numref|label|eqref|cite|citet|begin_tab|end_tab):", text), name
@@ -535,7 +536,7 @@ def test_project_fences_and_bibliography():
     source = "```toc\n:maxdepth: 2\n\nintro\n```\n\n```eval_rst\n.. only:: html\n```\n\n:bibliography:`../d2l.bib`\n"
     assert _md(source).text == (
         "```{toctree}\n:maxdepth: 2\n\nintro\n```\n\n```{eval-rst}\n.. only:: html\n```\n\n"
-        "```{bibliography} ../d2l.bib\n```\n"
+        "```{bibliography} ../d2l.bib\n:style: apa\n```\n"
     )
 
 

@@ -20,7 +20,7 @@ stand for Sphinx's cross-references. This module reads such a chapter the way d2
 - marks become MyST: ``(label)=`` targets, a labelled image becomes a ``{figure}``, a labelled
   ``$$…$$`` a ``{math}`` block, ``:numref:`` → ``{numref}``, ``:eqref:`` → ``{eq}``, ``:cite:``/
   ``:citet:``/``:citep:`` → ``{cite}``/``{cite:t}``/``{cite:p}``, ``:bibliography:`` →
-  ``{bibliography}``, and ``eval_rst``/``toc`` fences → ``{eval-rst}``/``{toctree}``.
+  ``{bibliography}`` (with d2lbook's ``:style: apa``), and ``eval_rst``/``toc`` fences → ``{eval-rst}``/``{toctree}``.
 
 Which frameworks the book has comes from d2lbook's ``config.ini`` (``[build] tabs``) when it lies
 beside the chapter or above it; else from the chapter's ``tab.interact_select([...])``; else from
@@ -451,8 +451,8 @@ class _MarkdownConverter:
             if key not in ("label", "eqlabel", "width", "height", "bibliography"):
                 self.warn(number, f"mark :{key}: not understood: dropped")
         if "bibliography" in values:
-            # d2lbook adds ":style: apa", a style its own conf.py registers; pybtex has none.
-            body += ["```{bibliography} " + values["bibliography"], "```"]
+            # As d2lbook's rst.py writes it: the APA style of pybtex-apa-style (livecells[book]).
+            body += ["```{bibliography} " + values["bibliography"], ":style: apa", "```"]
         image = _IMAGE.match(body[0]) if len(body) == 1 else None
         if image and (values.keys() & {"label", "width", "height"}):
             head = ["```{figure} " + image[2]]
