@@ -532,6 +532,28 @@ def test_slide_marks_and_references():
     assert result.warnings == []
 
 
+
+def test_marks_where_real_chapters_put_them():
+    """Shapes of d2l-en chapters (mdp.md, integral-calculus.md, gp-priors.md,
+    natural-language-inference-attention.md) that d2lbook's rst.py reads as marks."""
+    source = (
+        "# MDP\n:label:`sec_mdp`\nIn this section.\n\n"  # text right after the label line
+        "In expanded form as\n$$f(x).$$\n:eqlabel:`eq_ftc`\n\n"  # text, then the equation
+        "Any function\n\n$$g(x),$$ :eqlabel:`eq_gp`\n\n"  # the mark on the equation's line
+        "$$h(x).$$\n\n:eqlabel:`eq_nli`\n\n"  # a blank line between equation and mark
+        "![](../img/mdp.png)\n:width:`250px`\n"  # a width and no label
+    )
+    result = _md(source)
+    assert result.text == (
+        "(sec_mdp)=\n# MDP\n\nIn this section.\n\n"
+        "In expanded form as\n\n```{math}\n:label: eq_ftc\n\nf(x).\n```\n\n"
+        "Any function\n\n```{math}\n:label: eq_gp\n\ng(x),\n```\n\n"
+        "```{math}\n:label: eq_nli\n\nh(x).\n```\n\n"
+        "```{figure} ../img/mdp.png\n:width: 250px\n```\n"
+    )
+    assert result.warnings == []
+    assert _md(":eqlabel:`eq_x`\n").warnings == ["ch.md:1: WARNING: :eqlabel: mark with no $$ equation before it: dropped"]
+
 def test_project_fences_and_bibliography():
     source = "```toc\n:maxdepth: 2\n\nintro\n```\n\n```eval_rst\n.. only:: html\n```\n\n:bibliography:`../d2l.bib`\n"
     assert _md(source).text == (
@@ -546,8 +568,11 @@ def test_problems_are_kept_and_located():
     assert result.warnings == [
         "ch.md:3: WARNING: :end_tab: without :begin_tab: dropped",
         "ch.md:7: WARNING: code fence never closed: kept to the end of the file",
-        "ch.md:5: WARNING: mark :wat: not understood: dropped",
+        "ch.md:5: WARNING: mark :wat: not understood: kept",
     ]
+    # A line of inline marks only is text (glove.md, multihead-attention.md), not a dropped mark line.
+    text = _md("Using layers,\n:numref:`fig_mha`\ndescribes it.\n\n:numref:`fig_x`\nexplains.\n").text
+    assert text == "Using layers,\n{numref}`fig_mha`\ndescribes it.\n\n{numref}`fig_x`\nexplains.\n"
     assert _cells(result.text) == [("pytorch", "x = 1\n")]
 
 
