@@ -20,7 +20,7 @@ stand for Sphinx's cross-references. This module reads such a chapter the way d2
 - marks become MyST: ``(label)=`` targets, a labelled image becomes a ``{figure}``, a labelled
   ``$$…$$`` a ``{math}`` block, ``:numref:`` → ``{numref}``, ``:eqref:`` → ``{eq}``, ``:cite:``/
   ``:citet:``/``:citep:`` → ``{cite}``/``{cite:t}``/``{cite:p}``, ``:bibliography:`` →
-  ``{bibliography}``, and ``eval_rst``/``toc`` fences → ``{eval-rst}``/``{toctree}``.
+  ``{bibliography}`` (with d2lbook's ``:style: apa``), and ``eval_rst``/``toc`` fences → ``{eval-rst}``/``{toctree}``.
 
 Which frameworks the book has comes from d2lbook's ``config.ini`` (``[build] tabs``) when it lies
 beside the chapter or above it; else from the chapter's ``tab.interact_select([...])``; else from
@@ -51,6 +51,8 @@ _INTERACT = re.compile(r"interact_select\(\s*\[?([^)\]]*)")
 #: One d2lbook mark: ``:key:`value``` (the value is optional for d2lbook, required here).
 _MARK = re.compile(r":([\w.-]+):`([^`]*)`")
 _MARK_LINE = re.compile(r"^\s*(:[\w.-]+:`[^`]*`\s*)+$")
+#: The marks that d2lbook reads on a line of their own, about the paragraph above them.
+_BLOCK_MARKS = {"label", "eqlabel", "width", "height", "bibliography"}
 _IMAGE = re.compile(r"^!\[(.*)\]\((\S+?)\)\s*$")
 _HEADING = re.compile(r"^#{1,6}\s")
 #: Inline marks and the MyST role each becomes.
@@ -181,8 +183,17 @@ def resolve_tab_branches(lines: list[str], framework: str) -> list[str]:
 
     As d2lbook's ``_clean_if_branches``: an ``if`` whose line names the framework in quotes keeps
     its body, dedented; another drops it; the branch ends at the first line indented no deeper
-    than the ``if``. Unlike d2lbook, an ``elif``/``else`` of such an ``if`` is resolved too.
+    than the ``if``; a ``tab.selected`` branch inside a kept one is resolved in turn. Unlike
+    d2lbook, an ``elif``/``else`` of such an ``if`` is resolved too.
     """
+    while True:
+        resolved = _resolve_outer_branches(lines, framework)
+        if resolved == lines:
+            return resolved
+        lines = resolved
+
+
+def _resolve_outer_branches(lines: list[str], framework: str) -> list[str]:
     out: list[str] = []
     mode = ""  # "" outside a branch, "keep" or "drop" inside one
     indent, body_indent, chain_taken = 0, None, False
@@ -262,6 +273,19 @@ class _MarkdownConverter:
         self.chunks = _split(self.lines, self.warn)
         self.tabs = tabs or self._chapter_tabs()
         self.default = self.tabs[0] if self.tabs else default_framework
+        self.sessions = self._sessions()
+        self.written: list[tuple[str, list[str]]] = []  # each live-cell's argument and block
+
+    def _sessions(self) -> list[str]:
+        """The frameworks d2lbook makes this chapter's notebook for (``get_tab_notebook``): the
+        first tab, and each other tab that a cell's marker or tab prose names."""
+        named = {self.default}
+        for chunk in self.chunks:
+            if chunk.kind == "cell":
+                named.update(_tab_marker("\n".join(chunk.lines)) or [])
+            elif chunk.kind == "tab":
+                named.update(chunk.tabs)
+        return [t for t in self.tabs if t in named] if self.tabs else [self.default]
 
     def warn(self, line: int, message: str) -> None:
         self.warnings.append(f"{self.source}:{line}: WARNING: {message}")
@@ -299,6 +323,7 @@ class _MarkdownConverter:
                 block = self.prose(chunk)
                 if block:
                     blocks.append(block)
+        self._name_all_cells()
         lines = "\n\n".join("\n".join(b) for b in blocks if b).split("\n")
         inference = infer_gpus(self.code)
         if inference.settings and not any(re.match(r"`{3,}\{live-settings\}", x) for x in lines):
@@ -326,7 +351,7 @@ class _MarkdownConverter:
         options, self.hide_all = _hide_options(code, self.hide_all)
         self.code.append((chunk.line + 1, chunk.lines))
         if any("tab.selected" in line for line in lines):
-            frameworks = self.tabs if names == ["all"] else names
+            frameworks = self.sessions if names == ["all"] else names
             variants: dict[tuple[str, ...], list[str]] = {}
             for framework in frameworks:
                 variant = tuple(_strip_blank(resolve_tab_branches(lines, framework)))
@@ -340,6 +365,8 @@ class _MarkdownConverter:
                     blocks.append(self.live_cell(spec, options, list(variant)))
                 return blocks
             lines = list(next(iter(variants)))
+            if not lines:
+                return []  # the branches of other frameworks only
         return [self.live_cell(", ".join(names), options, _strip_blank(lines))]
 
     def live_cell(self, spec: str, options: list[str], code: list[str]) -> list[str]:
@@ -348,7 +375,25 @@ class _MarkdownConverter:
         head = [f"{fence}{{live-cell}} {spec}", *options]
         if code and (code[0].lstrip().startswith(":") or code[0].strip() == "---"):
             head.append("")  # else MyST would read the first line as an option
-        return head + code + [fence]
+        block = head + code + [fence]
+        self.written.append((spec, block))
+        return block
+
+    def _name_all_cells(self) -> None:
+        """``all`` cells as the list of d2lbook's sessions where livecells' ``all`` means fewer.
+
+        livecells runs an ``all`` cell in the frameworks the page's cells name (or the first one);
+        d2lbook in every tab that a cell or tab prose names, and the first tab. A chapter whose
+        other tabs are named only in prose (or whose cells name only other tabs) would lose
+        sessions: its ``all`` cells name them instead.
+        """
+        named = {name for spec, _ in self.written for name in _names(spec)} - {"all"}
+        page = [t for t in self.tabs if t in named] or [self.default]
+        if page == self.sessions:
+            return
+        for spec, block in self.written:
+            if spec == "all":
+                block[0] = block[0].replace("{live-cell} all", "{live-cell} " + ", ".join(self.sessions), 1)
 
     # -- prose --------------------------------------------------------------------------------
 
@@ -369,7 +414,7 @@ class _MarkdownConverter:
             return self.fence(chunk)
         text = remove_slide_marks("\n".join(chunk.lines))
         out: list[str] = []
-        for start, paragraph in self._paragraphs(text.split("\n"), chunk.line):
+        for start, paragraph in _marks_end_paragraphs(self._paragraphs(text.split("\n"), chunk.line)):
             out.extend(self.paragraph(paragraph, start))
         while out and not out[-1].strip():
             out.pop()
@@ -399,31 +444,35 @@ class _MarkdownConverter:
         if not lines[0].strip():
             return [""]  # a run of blank lines is one
         marks: list[tuple[str, str, int]] = []
-        while lines and _MARK_LINE.match(lines[-1]):
+        while lines and _is_mark_line(lines[-1]):
             number = start + len(lines) - 1
             marks[:0] = [(m[1], m[2], number) for m in _MARK.finditer(lines.pop())]
         body = [self.roles(line, start + i) for i, line in enumerate(lines)]
         values = {key: value for key, value, _ in marks}
         for key, value, number in marks:
-            if key not in ("label", "eqlabel", "width", "height", "bibliography"):
+            if key not in _BLOCK_MARKS:
                 self.warn(number, f"mark :{key}: not understood: dropped")
         if "bibliography" in values:
-            # d2lbook adds ":style: apa", a style its own conf.py registers; pybtex has none.
-            body += ["```{bibliography} " + values["bibliography"], "```"]
+            # As d2lbook's rst.py writes it: the APA style of pybtex-apa-style (livecells[book]).
+            body += ["```{bibliography} " + values["bibliography"], ":style: apa", "```"]
         image = _IMAGE.match(body[0]) if len(body) == 1 else None
         if image and (values.keys() & {"label", "width", "height"}):
             head = ["```{figure} " + image[2]]
-            head += [f":name: {values['label']}"] * ("label" in values)
+            head += [f":name: {values['label']}"] if "label" in values else []
             head += [f":{k}: {values[k]}" for k in ("width", "height") if k in values]
-            return head + ["", image[1], "```"]
+            return head + ["", image[1]] * bool(image[1]) + ["```"]
         for key in ("width", "height"):
             if key in values:
                 self.warn(start, f":{key}: mark with no image before it: dropped")
         if "eqlabel" in values:
-            math = "\n".join(body).strip()
+            # The equation: the paragraph's trailing $$…$$, after any text of the paragraph.
+            first = next((i for i in range(len(body) - 1, -1, -1) if body[i].lstrip().startswith("$$")), 0)
+            if first and body[first].strip() == "$$" and first > 0 and body[first - 1].rstrip().endswith("$$"):
+                first -= 1  # not an opening: the closing "$$" ends the equation on the line before
+            text, math = body[:first], "\n".join(body[first:]).strip()
             if math.startswith("$$") and math.endswith("$$") and math.count("$$") == 2:
                 inner = _strip_blank(math[2:-2].split("\n"))
-                body = ["```{math}", f":label: {values['eqlabel']}", "", *inner, "```"]
+                body = text + [""] * bool(text) + ["```{math}", f":label: {values['eqlabel']}", "", *inner, "```"]
             else:
                 self.warn(start, ":eqlabel: mark with no $$ equation before it: dropped")
         if "label" in values:
@@ -437,11 +486,55 @@ class _MarkdownConverter:
             key = match[1]
             if key in _ROLES:
                 return f"{{{_ROLES[key]}}}`{match[2]}`"
-            if key in ("label", "eqlabel", "width", "height", "begin_tab", "end_tab", "bibliography"):
+            if key in _BLOCK_MARKS | {"begin_tab", "end_tab"}:
                 self.warn(number, f":{key}: mark inside a line (d2lbook reads it on its own line): kept")
+            else:
+                self.warn(number, f"mark :{key}: not understood: kept")
             return match[0]
 
         return _MARK.sub(role, line)
+
+
+def _is_mark_line(line: str) -> bool:
+    """Whether ``line`` holds only marks, one at least of them a block mark (not ``:numref:``…)."""
+    return bool(_MARK_LINE.match(line)) and any(m[1] in _BLOCK_MARKS for m in _MARK.finditer(line))
+
+
+def _marks_end_paragraphs(paragraphs: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
+    """Paragraphs re-cut where d2lbook's marks say so (see d2lbook's ``rst.py``).
+
+    A line (or run of lines) of marks ends its paragraph (``# Title`` / ``:label:`x``` / text: the text starts a
+    new paragraph); marks after an equation's closing ``$$`` on its line go on a line of their
+    own; and an ``:eqlabel:`` paragraph right after a paragraph that ends with ``$$`` joins it
+    (d2lbook removes the blank line between them).
+    """
+    cut: list[tuple[int, list[str]]] = []
+    for start, lines in paragraphs:
+        piece: list[str] = []
+        piece_start = start
+        for offset, line in enumerate(lines):
+            tail = re.match(r"^(.*\$\$)\s*((?::[\w.-]+:`[^`]*`\s*)+)$", line)
+            if tail and line.strip():
+                piece += [tail[1], tail[2].strip()]
+            else:
+                piece.append(line)
+            if _is_mark_line(piece[-1]) and offset < len(lines) - 1 and not _is_mark_line(lines[offset + 1]):
+                cut += [(piece_start, piece), (start + offset + 1, [""])]
+                piece, piece_start = [], start + offset + 1
+        if piece:
+            cut.append((piece_start, piece))
+    joined: list[tuple[int, list[str]]] = []
+    for start, lines in cut:
+        marks_only = lines[0].strip() and all(_is_mark_line(line) for line in lines)
+        if (
+            marks_only and ":eqlabel:" in "".join(lines) and len(joined) >= 2
+            and not joined[-1][1][0].strip() and joined[-2][1][-1].rstrip().endswith("$$")
+        ):
+            joined.pop()
+            joined[-1] = (joined[-1][0], joined[-1][1] + lines)
+            continue
+        joined.append((start, lines))
+    return joined
 
 
 def _with_settings(lines: list[str], inference: GpuInference) -> list[str]:
