@@ -518,6 +518,19 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     parser.set_defaults(func=run)
 
 
+def write_converted(text: str, output: str | None) -> bool:
+    """Write a converted chapter to ``output`` (stdout without one); False after saying why not."""
+    try:
+        if output:
+            Path(output).write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+    except OSError as err:
+        print(f"livecells convert: cannot write {output}: {err}", file=sys.stderr)
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``convert``: 0 on success (warnings or not), 2 for unreadable input, 1 if unwritable.
 
@@ -548,13 +561,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         result = convert_text(text, default_framework=args.default_framework, source=str(src))
         named = [(str(src), result)]
-        try:
-            if args.output:
-                Path(args.output).write_text(result.text, encoding="utf-8")
-            else:
-                sys.stdout.write(result.text)
-        except OSError as err:
-            print(f"livecells convert: cannot write {args.output}: {err}", file=sys.stderr)
+        if not write_converted(result.text, args.output):
             return 1
     for _, result in named:
         for warning in result.warnings:

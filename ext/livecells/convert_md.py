@@ -38,6 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .convert import write_converted
 from .convert_settings import GpuInference, infer_gpus, where
 
 #: The directive for one framework's prose (see docs/directive.rst).
@@ -672,13 +673,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"livecells convert: {src}: no d2lbook cell markers; only its marks are converted", file=sys.stderr)
         result = convert_markdown(text, tabs=book_tabs(src), default_framework=default, source=str(src))
         warnings, summaries = result.warnings, [result.summary(str(src))]
-        try:
-            if args.output:
-                Path(args.output).write_text(result.text, encoding="utf-8")
-            else:
-                sys.stdout.write(result.text)
-        except OSError as err:
-            print(f"livecells convert: cannot write {args.output}: {err}", file=sys.stderr)
+        if not write_converted(result.text, args.output):
             return 1
     for line in warnings + summaries:
         print(line, file=sys.stderr)
