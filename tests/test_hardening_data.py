@@ -673,3 +673,50 @@ def test_a_store_that_refuses_writes_still_shows_this_builds_results(site, monke
     assert any("Permission denied" in w and "not stored" in w for w in warnings_of(warnings, "store")), warnings
     assert "first" in outputs(cell_with(page(app), 'print("first")'))
     assert "beta cell" in outputs(cell_with(page(app), "beta cell"))
+
+
+# -- found by the outsider reproducers (issue 12) ---------------------------------------------------
+
+
+def test_8bit_escape_sequences_are_removed_whole():
+    """C1 forms arrive as U+0080-U+009F: CSI 0x9b left "31m" as text; OSC 0x9d its title."""
+    text = "a\x9b31mred\x9b0m b \x9d0;title\x9c c \x90q\x07 d"
+    assert strip_ansi(text) == "ared b  c  d"
+    assert ansi_to_html(text).startswith('a<span class="ansi-red-fg">red</span>')
+    assert "31m" not in ansi_to_html(text) and "title" not in ansi_to_html(text)
+    # A lone 8-bit string control (mis-decoded UTF-8: "ß" read as Latin-1) eats nothing after it.
+    assert strip_ansi("Stra\xc3\x9fe und mehr") == "Stra\xc3e und mehr"
+
+
+def test_a_fifo_where_a_store_file_should_be_is_a_warning_not_a_hang(site):
+    """Reading a FIFO blocks until someone writes to it: the build (and the report) hung forever."""
+    path = site / "_livecells" / "index.json"
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    env = {**os.environ, "PYTHONPATH": EXT}
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", "-D", "livecells_execute=cache",
+                           str(site), str(site.parent / "out")], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert str(path) in done.stderr and "not a regular file" in done.stderr and "Traceback" not in done.stderr
+    assert "other page\") out" in outputs(cell_with(soup(site.parent / "out" / "other.html"), "other page"))
+    done = subprocess.run([sys.executable, "-m", "livecells", "report", "-s", str(site)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and "not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize("entry", [
+    [1], "x", {"proof": "p", "sources": ["a"], "info": {}}, {"proof": "p", "sources": {}},
+    {"proof": "p", "sources": {"site_dirs": "abc"}, "info": {}}, {"proof": 5, "sources": {}, "info": {}},
+    {"proof": "p", "sources": {"kernel_json": 3}, "info": {}},
+])
+def test_a_damaged_fingerprint_cache_is_recomputed(tmp_path, entry, monkeypatch):
+    import livecells.environment as environment
+    from livecells.config import FrameworkSpec
+
+    framework = FrameworkSpec("alpha", "Alpha")
+    key = json.dumps([framework.kernel, sorted(framework.preload)])
+    cache = tmp_path / "livecells-fingerprints.json"
+    cache.write_text(json.dumps({key: entry}))
+    fresh = environment.Fingerprint({"python": "3"}, None, {}, "")
+    monkeypatch.setattr(environment, "fingerprint", lambda fw: fresh)
+    assert environment.cached_fingerprint(cache, framework) is fresh

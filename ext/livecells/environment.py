@@ -124,7 +124,7 @@ def cached_fingerprint(cache_file: str | os.PathLike[str], framework: FrameworkS
     except (OSError, ValueError):
         cache = {}
     found = cache.get(key) if isinstance(cache, dict) else None
-    if isinstance(found, dict) and found.get("proof") and evidence(found.get("sources", {})) == found["proof"]:
+    if _well_formed(found) and evidence(found["sources"]) == found["proof"]:
         return Fingerprint(found["info"], found.get("problem"), found["sources"], found["proof"])
     fresh = fingerprint(framework)
     if fresh.proof:
@@ -139,6 +139,20 @@ def cached_fingerprint(cache_file: str | os.PathLike[str], framework: FrameworkS
         except OSError:
             pass
     return fresh
+
+
+def _well_formed(found: Any) -> bool:
+    """Whether a cached entry has the shape this module writes (a damaged cache is recomputed)."""
+    if not isinstance(found, dict) or not isinstance(found.get("proof"), str) or not found["proof"]:
+        return False
+    sources, info = found.get("sources"), found.get("info")
+    if not isinstance(sources, dict) or not isinstance(info, dict):
+        return False
+    if not all(isinstance(sources.get(k, ""), str) for k in ("kernel_json", "executable")):
+        return False
+    dirs = sources.get("site_dirs", [])
+    return (isinstance(dirs, list) and all(isinstance(d, str) for d in dirs)
+            and isinstance(found.get("problem"), (str, type(None))))
 
 
 def fingerprint(framework: FrameworkSpec) -> Fingerprint:

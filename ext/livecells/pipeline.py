@@ -89,6 +89,8 @@ def store_of(app: Sphinx) -> OutputStore:
 
 def _file_digest(path: Path) -> str:
     try:
+        if not path.is_file():  # a FIFO would block the build forever
+            return ""
         return hashlib.sha256(path.read_bytes()).hexdigest()[:24]
     except OSError:
         return ""

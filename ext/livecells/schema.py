@@ -43,9 +43,14 @@ _CSS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 #: Terminal escape sequences (see :mod:`.ansi`). CSI: ESC [ parameter bytes (0x30-0x3f)
 #: intermediate bytes (0x20-0x2f) final byte (0x40-0x7e). OSC, DCS, SOS, PM, APC: ESC ] (or P X
 #: ^ _) ... up to BEL or ESC \ (or the end of the text). Others: ESC, intermediates, a final byte.
+#: The 8-bit forms too (a kernel's text is Unicode, so they arrive as U+0080-U+009F): CSI 0x9b,
+#: and OSC 0x9d, DCS 0x90, SOS 0x98, PM 0x9e, APC 0x9f up to BEL, ST (0x9c) or ESC \; an 8-bit
+#: string control without its terminator is dropped alone (as mis-decoded text holds them,
+#: "\xc3\x9f" read as Latin-1), never the text after it.
 ESCAPE = re.compile(
-    r"\x1b\[([0-?]*)([ -/]*[@-~])"
-    r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"(?:\x1b\[|\x9b)([0-?]*)([ -/]*[@-~])"
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
     r"|\x1b[ -/]*[0-~]"
 )
 

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,7 +65,7 @@ class OutputStore:
         """
         path = self.path(docname)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read(path)
         except FileNotFoundError:
             return _empty(docname)
         except (OSError, UnicodeDecodeError) as err:
@@ -185,13 +186,23 @@ def _checked(path: Path, text: str, sessions: dict[str, Any]) -> dict[str, str |
     return found
 
 
+def _read(path: Path) -> str:
+    """The text of the store file ``path``; anything but a regular file (a FIFO someone committed
+    or made, a device, a folder) is an :class:`OSError`, never a read that blocks the build."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        return handle.read().decode("utf-8")
+
+
 def _empty(docname: str) -> dict[str, Any]:
     return {"format": FORMAT, "page": docname, "sessions": {}}
 
 
 def _is_newer(path: Path) -> bool:
     try:
-        version = json.loads(path.read_text(encoding="utf-8")).get("format")
+        version = json.loads(_read(path)).get("format")
     except (OSError, ValueError, AttributeError, RecursionError):
         return False
     return type(version) is int and version > FORMAT
