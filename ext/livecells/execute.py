@@ -86,8 +86,10 @@ class LocalScheduler:
         fork_server: ForkServer | None = None,
         guard: Guard | None = None,
         prestart: int | None = None,
+        session_class: Callable[..., KernelSession] = KernelSession,
     ) -> None:
         self.pool = DevicePool(gpus, jobs)
+        self.session_class = session_class
         self.prestart = max(1, min(os.cpu_count() or 1, 4) if prestart is None else prestart)
         #: Owned by the build (it may have started templates while Sphinx read the pages).
         self.fork_server = fork_server
@@ -99,7 +101,7 @@ class LocalScheduler:
     ) -> None:
         ordered = sorted(jobs, key=lambda j: -j.weight)
         server = self.fork_server
-        factory: Callable[..., KernelSession] = functools.partial(KernelSession, guard=self.guard)
+        factory: Callable[..., KernelSession] = functools.partial(self.session_class, guard=self.guard)
         if server is not None:
             factory = functools.partial(factory, manager_factory=server.manager)
         tasks: list[asyncio.Future[None]] = []
@@ -168,7 +170,7 @@ class _Prestarts:
         for task in tasks:
             task.cancel()
         for result in await asyncio.gather(*tasks, return_exceptions=True):
-            if isinstance(result, KernelSession):
+            if not isinstance(result, BaseException):  # a started session
                 await result.shutdown()
 
 
