@@ -25,6 +25,8 @@ import psutil
 
 PYTHON = sys.executable
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO / "ext") not in sys.path:  # livecells from this working tree, not the installed one
+    sys.path.insert(0, str(REPO / "ext"))
 
 
 @dataclass

@@ -274,6 +274,7 @@ class KernelSession:
         self.token = uuid.uuid4().hex
         self.pid: int | None = None
         self._killed: list[int] = []
+        self._root_killed = False
         self._ipc_prefix = ""
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
@@ -356,15 +357,17 @@ class KernelSession:
             ]
         )
         # The hook is sent at once: the shell socket queues it until the kernel listens, and
-        # the kernel runs it while the IOPub handshake below goes on (one round trip less).
-        # Only its reply is read (it is silent: its IOPub messages are skipped later).
+        # its reply says that the kernel is up, with no polling (each poll is a request the
+        # kernel answers once it is up). Only the reply is read (the hook is silent: its IOPub
+        # messages are skipped later). IOPub is checked after it, most often at the first try.
         hook_id = self._send(
             f"exec({hook!r}, {{'get_ipython': get_ipython, '__name__': '_livecells_kernel'}})",
             silent=True,
         )
         started = time.monotonic()
-        await self._wait_ready(self.startup_timeout)
-        reply = await self._shell_reply(hook_id, self.startup_timeout - (time.monotonic() - started))
+        reply = await self._shell_reply(hook_id, self.startup_timeout)
+        if reply["content"]["status"] == "ok":
+            await self._wait_ready(self.startup_timeout - (time.monotonic() - started))
         if reply["content"]["status"] != "ok":
             content = reply["content"]
             raise RuntimeError(
@@ -585,6 +588,7 @@ class KernelSession:
         if pid and self.guard is not None:
             self.guard.unwatch(pid)
         self._killed = [p for p in killed if p != pid]
+        self._root_killed = bool(pid) and pid in killed
 
     async def shutdown(self) -> None:
         """Stop the kernel and every process it started; safe to call twice."""
@@ -596,17 +600,16 @@ class KernelSession:
             self._kill_processes()
             if km is not None and km.has_kernel:
                 # Nothing more is read from the kernel: no shutdown request. Its tree is killed
-                # above; wait here only until it is dead (a zombie), seen in /proc, so that its
-                # teardown never runs beside the next session's cells. jupyter_client's own
-                # shutdown polls every 0.1 s, and a forked kernel's poll asks its template.
-                provisioner = km.provisioner
-                process = getattr(provisioner, "process", None)
-                if pid and await _dead(pid, 5.0) and hasattr(process, "killed"):
-                    process.killed()  # its status is known: SIGKILL
-                elif provisioner is not None:
-                    with contextlib.suppress(Exception):
-                        await provisioner.kill()
+                # above (SIGKILL: its status is known, a forked kernel's template need not be
+                # asked; jupyter_client's own shutdown would poll it every 0.1 s).
+                process = getattr(km.provisioner, "process", None)
+                if self._root_killed and hasattr(process, "killed"):
+                    process.killed()
                 await km.shutdown_kernel(now=True)
+            if pid and self._root_killed:
+                # Until it is dead (a zombie, seen in /proc), so that its teardown never runs
+                # beside the next session's cells; jupyter_client cleaned up meanwhile.
+                await _dead(pid, 5.0)
             # The killed processes whose parents died with the kernel are now our children
             # when this process is a subreaper: collect them (no zombies).
             reap(self._killed)
