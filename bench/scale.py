@@ -35,9 +35,9 @@ MEASURED_BUILD = (
 )
 
 
-def build(src: Path, timeout: float) -> tuple[float, float]:
+def build(src: Path, timeout: float, jobs: str | None = None) -> tuple[float, float]:
     """Seconds and the Sphinx process's peak MiB of one quiet HTML build of ``src``."""
-    command = benchlib.sphinx_build(src)
+    command = benchlib.sphinx_build(src, jobs=jobs)
     result = benchlib.run([command[0], "-c", MEASURED_BUILD, *command[3:]], timeout=timeout)
     result.check(f"build of {src.name}")
     if result.leftovers:
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per build")
     parser.add_argument("--chart", metavar="PNG", help="draw the curves into this file")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--parallel-read", action="store_true",
+                        help="also build the largest book with -j auto (Sphinx reads in parallel)")
     args = parser.parse_args(argv)
     sizes = sorted(set(args.pages))
     if len(sizes) < 2 or sizes[0] < 1:
@@ -124,6 +126,17 @@ def main(argv: list[str] | None = None) -> int:
             })
             print(f"  {pages} pages, {book.sessions()} sessions: livecells {live_s:.2f} s "
                   f"({live_mib:.0f} MiB), plain {plain_s:.2f} s ({plain_mib:.0f} MiB)", flush=True)
+        if args.parallel_read:
+            src = benchlib.fresh_copy(sources["livecells"], work, "parallel")
+            shutil.rmtree(src / "_build", ignore_errors=True)
+            shutil.rmtree(src / "_livecells", ignore_errors=True)
+            auto_s, _ = build(src, args.timeout, jobs="auto")
+            stored = stored_sessions(src)
+            if len(stored) != book.sessions() or any(v != "ok" for v in stored.values()):
+                raise SystemExit(f"-j auto: {len(stored)} of {book.sessions()} sessions stored ok")
+            rows[-1]["livecells_j_auto_s"] = auto_s
+            print(f"  {pages} pages with -j auto: {auto_s:.2f} s "
+                  f"(-j auto / -j 1: {auto_s / rows[-1]['livecells_s']:.2f}, goal <= 1)", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
