@@ -25,6 +25,8 @@ import psutil
 
 PYTHON = sys.executable
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO / "ext") not in sys.path:  # livecells from this working tree, not the installed one
+    sys.path.insert(0, str(REPO / "ext"))
 
 
 @dataclass
@@ -52,6 +54,10 @@ class Run:
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every child: this one, with Python's debugger warning off."""
     env = dict(os.environ)
+    # livecells from this working tree, whatever the environment's editable install points at.
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO / "ext"), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    )
     env.update(extra or {})
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
     env.pop("PYTEST_CURRENT_TEST", None)

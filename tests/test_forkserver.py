@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,76 @@ def test_environment_a_preload_may_read_at_import_is_not_forked(tmp_path: Path) 
     assert isinstance(second, ForkedProcess) and unset == "None\n"  # not broken for later ones
     assert len(warnings) == 1
     assert "differs from the template's in LIVECELLS_TEST_SETTING" in warnings[0]
+
+
+# What a cell can see of the process it runs in, asked first thing in a session.
+STATE = """\
+import json as _j, os as _o, sys as _s
+print(_j.dumps({
+    "env": dict(_o.environ), "path": list(_s.path), "cwd": _o.getcwd(), "name": __name__,
+    "names": sorted(k for k in globals() if not k.startswith("_")),
+    "history": [len(In), len(Out)], "argv": _s.argv[:2],  # [launcher, "-f"]
+}))
+"""
+DRAWS = """\
+import json, random, numpy, mxnet
+print(json.dumps({
+    "hash": hash("livecells"), "random": random.random(), "numpy": float(numpy.random.rand()),
+    "mxnet": float(mxnet.np.random.uniform(size=(1,))), "mxnet_nd": float(mxnet.nd.random.uniform(shape=(1,)).asnumpy()[0]),
+}))
+"""
+#: Differ from session to session by design (the session's token; the kernel's parent).
+PER_SESSION = {"LIVECELLS_SESSION", "JPY_PARENT_PID"}
+
+
+def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The oracle is a kernel launched normally (no template) in the same build environment:
+    same environment, sys.path, cwd, namespace, history and execution count, same hash seed
+    when the build sets PYTHONHASHSEED, same mxnet draws (mxnet seeds itself with a constant,
+    in a fresh process too); Python's and numpy's generators are fresh in every kernel."""
+    monkeypatch.setenv("PYTHONHASHSEED", "4321")  # before the template starts: it reads it
+    mxnet_spec = LivecellsConfig().frameworks["mxnet"]
+
+    async def session(factory: Any) -> dict[str, Any]:
+        async with KernelSession(mxnet_spec, cwd=tmp_path, manager_factory=factory) as k:
+            state = await k.run_cell(STATE, 30)
+            draws = await k.run_cell(DRAWS, 60)
+            second = await k.run_cell("1", 30)
+            return {
+                "forked": isinstance(k.km.provisioner.process, ForkedProcess),
+                "counts": [state.execution_count, draws.execution_count, second.execution_count],
+                "state": json.loads(stdout(state)),
+                "draws": json.loads(stdout(draws)),
+            }
+
+    with ForkServer() as server:
+
+        async def sessions() -> list[dict[str, Any]]:
+            assert await server.ready(mxnet_spec)
+            return [await session(None), await session(server.manager), await session(server.manager)]
+
+        fresh, forked, again = run(sessions())
+        assert server.fallbacks == {}
+    assert not fresh["forked"] and forked["forked"] and again["forked"]
+    expected_hash = subprocess.run(
+        [sys.executable, "-c", "print(hash('livecells'))"],
+        env={**os.environ, "PYTHONHASHSEED": "4321"}, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    for other in (forked, again):
+        assert other["counts"] == fresh["counts"] == [1, 2, 3]
+        a, b = dict(fresh["state"]), dict(other["state"])
+        env_a, env_b = a.pop("env"), b.pop("env")
+        assert set(env_a) == set(env_b)
+        assert {k: v for k, v in env_a.items() if k not in PER_SESSION} == {
+            k: v for k, v in env_b.items() if k not in PER_SESSION
+        }
+        assert env_a["LIVECELLS_SESSION"] != env_b["LIVECELLS_SESSION"]
+        assert a == b  # path, cwd, __name__, user namespace, In/Out, argv
+        assert other["draws"]["hash"] == fresh["draws"]["hash"] == int(expected_hash)
+        assert other["draws"]["mxnet"] == fresh["draws"]["mxnet"]
+        assert other["draws"]["mxnet_nd"] == fresh["draws"]["mxnet_nd"]
+    assert fresh["state"]["cwd"] == str(tmp_path)
+    for name in ("random", "numpy"):
+        assert len({fresh["draws"][name], forked["draws"][name], again["draws"][name]}) == 3, name

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
+import os
 import re
 import socket
 import time
@@ -70,6 +71,11 @@ class LocalScheduler:
     With ``fork`` (the default), kernels are forked from a template process per framework that
     has already imported it (:mod:`.forkserver`): the imports happen once per build, in parallel,
     and before the first session is timed, never while one is.
+
+    When sessions run one at a time (``jobs`` 1, as on a CPU machine), the kernels of the next
+    ``prestart`` CPU sessions are started together, in parallel, in the gap before a session's
+    first cell: kernel start-up uses every core, and nothing runs beside a timed cell (an idle
+    kernel waits in ``poll``). Default: the number of cores, at most 4; 1 turns it off.
     """
 
     def __init__(
@@ -79,8 +85,12 @@ class LocalScheduler:
         *,
         fork_server: ForkServer | None = None,
         guard: Guard | None = None,
+        prestart: int | None = None,
+        session_class: Callable[..., KernelSession] = KernelSession,
     ) -> None:
         self.pool = DevicePool(gpus, jobs)
+        self.session_class = session_class
+        self.prestart = max(1, min(os.cpu_count() or 1, 4) if prestart is None else prestart)
         #: Owned by the build (it may have started templates while Sphinx read the pages).
         self.fork_server = fork_server
         #: Owned by the build: kills the sessions' processes if the build dies (see .reaper).
@@ -91,16 +101,18 @@ class LocalScheduler:
     ) -> None:
         ordered = sorted(jobs, key=lambda j: -j.weight)
         server = self.fork_server
-        factory: Callable[..., KernelSession] = functools.partial(KernelSession, guard=self.guard)
+        factory: Callable[..., KernelSession] = functools.partial(self.session_class, guard=self.guard)
         if server is not None:
             factory = functools.partial(factory, manager_factory=server.manager)
         tasks: list[asyncio.Future[None]] = []
+        ahead = _Prestarts(ordered, factory, self.prestart if self.pool.jobs == 1 else 1)
 
         async def one(job: SessionJob) -> None:
             async with self.pool.lease(job.gpus) as lease:
                 if on_start is not None:
                     on_start(job)
-                record = await run_session(job, lease, session_factory=factory)
+                kernel = await ahead.take(job, lease)
+                record = await run_session(job, lease, session_factory=factory, kernel=kernel)
             on_done(job, record)
 
         try:
@@ -113,6 +125,53 @@ class LocalScheduler:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await ahead.close()
+
+
+class _Prestarts:
+    """Kernels started ahead of their sessions, a batch at a time, only while the one session
+    that may run (``size`` > 1 only when sessions run one at a time) has not begun its cells.
+
+    Only sessions that lease no GPU are started ahead: their devices are known (none).
+    """
+
+    def __init__(
+        self, jobs: Sequence[SessionJob], factory: Callable[..., KernelSession], size: int
+    ) -> None:
+        self.pending = {id(job): job for job in jobs}  # in the scheduler's order
+        self.factory = factory
+        self.size = size
+        self.started: dict[int, asyncio.Task[KernelSession]] = {}
+
+    async def take(self, job: SessionJob, lease: Lease) -> asyncio.Task[KernelSession] | None:
+        """The job's kernel (being) started, or None: the session starts its own."""
+        self.pending.pop(id(job), None)
+        task = self.started.pop(id(job), None)
+        if task is None and (self.size <= 1 or job.gpus or lease.gpus):
+            return None
+        if task is None:
+            batch = [job] + [
+                other for key, other in self.pending.items()
+                if not other.gpus and key not in self.started
+            ][: self.size - 1]
+            tasks = [
+                asyncio.ensure_future(start_session(other, Lease(()), self.factory))
+                for other in batch
+            ]
+            task = tasks[0]
+            self.started.update((id(other), t) for other, t in zip(batch[1:], tasks[1:]))
+            # Every kernel of the batch is ready (idle) before this session's first cell.
+            await asyncio.wait(tasks)
+        return task
+
+    async def close(self) -> None:
+        """Shut down the kernels started for sessions that never ran (cancelled builds)."""
+        tasks, self.started = list(self.started.values()), {}
+        for task in tasks:
+            task.cancel()
+        for result in await asyncio.gather(*tasks, return_exceptions=True):
+            if not isinstance(result, BaseException):  # a started session
+                await result.shutdown()
 
 
 def now_iso() -> str:
@@ -123,44 +182,63 @@ def _not_run(reason: str) -> CellResult:
     return CellResult(status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []})
 
 
+async def start_session(
+    job: SessionJob, lease: Lease, session_factory: Callable[..., KernelSession] = KernelSession
+) -> KernelSession:
+    """A started kernel for ``job`` on ``lease`` (shut down again if it failed to start)."""
+    kernel = session_factory(
+        job.framework,
+        cwd=job.plan.cwd,
+        devices=lease.cuda_visible_devices,
+        log_path=job.log_path,
+        output_limit=job.output_limit,
+        extra_env=job.extra_env,
+    )
+    try:
+        await kernel.start()
+    except BaseException:
+        await kernel.shutdown()
+        raise
+    return kernel
+
+
 async def run_session(
     job: SessionJob,
     lease: Lease,
     *,
     session_factory: Callable[..., KernelSession] = KernelSession,
+    kernel: Awaitable[KernelSession] | None = None,
 ) -> dict[str, Any]:
-    """Run every cell of one session in a fresh kernel and return the session's record."""
+    """Run every cell of one session in a fresh kernel (``kernel``: one started ahead for it)
+    and return the session's record; the kernel is shut down at the end."""
     plan = job.plan
     started = time.perf_counter()
     results: dict[int, CellResult] = {}
     probe: dict[str, Any] = {}
     message: str | None = None
-    budget = plan.settings.timeout  # the page's whole budget, if it set one
+    budget = plan.settings.timeout  # the page's budget for its cells, if it set one
     try:
-        kernel = session_factory(
-            job.framework,
-            cwd=plan.cwd,
-            devices=lease.cuda_visible_devices,
-            log_path=job.log_path,
-            output_limit=job.output_limit,
-            extra_env=job.extra_env,
-        )
-        async with kernel:
-            for cell in plan.cells:
-                if kernel.broken:
-                    results[cell.index] = _not_run(f"not run: {kernel.broken}")
+        session = await (kernel if kernel is not None else start_session(job, lease, session_factory))
+        try:
+            ready = time.perf_counter()
+            for number, cell in enumerate(plan.cells, 1):
+                if session.broken:
+                    results[cell.index] = _not_run(f"not run: {session.broken}")
                     continue
                 timeout = cell.timeout or job.default_timeout
                 if budget is not None:
-                    left = budget - (time.perf_counter() - started)
+                    left = budget - (time.perf_counter() - ready)
                     if left <= 0:
                         results[cell.index] = _not_run("not run: the page's time budget is spent")
                         continue
                     timeout = min(timeout, left)
-                results[cell.index] = await kernel.run_cell(cell.code, timeout)
-            if not kernel.broken:
-                probe = await kernel.probe()
-            probe["kernelspec"] = kernel.kernelspec
+                last = number == len(plan.cells)  # the probe comes with its reply
+                results[cell.index] = await session.run_cell(cell.code, timeout, last=last)
+            if not session.broken:
+                probe = await session.probe()
+            probe["kernelspec"] = session.kernelspec
+        finally:
+            await session.shutdown()
     except NoSuchKernel:
         message = f"no kernelspec named {job.framework.kernel!r} (see `jupyter kernelspec list`)"
     except (RuntimeError, OSError, asyncio.TimeoutError) as err:

@@ -46,8 +46,7 @@ if TYPE_CHECKING:
 #: In every template's (and so every forked kernel's) command line, so tools that look for
 #: kernels by "ipykernel" in the command line (tests/conftest.py) find them too.
 MARKER = "livecells-ipykernel-forkserver"
-#: What a kernel imports on its way to ready (~0.15 s), imported once in the template.
-# What every kernel imports while it initialises; imported once in the template instead
+#: What every kernel imports while it initialises; imported once in the template instead
 # (ipykernel.debugger alone, through debugpy, is half of a kernel's own start-up).
 KERNEL_MODULES = (
     "ipykernel.kernelapp",
@@ -56,6 +55,16 @@ KERNEL_MODULES = (
     "ipykernel.debugger",
     "ipykernel.comm",
     "IPython.core.completer",
+    # Imported by the kernel's shell as it starts (measured: ~20 ms of each start).
+    "IPython.core.completerlib",
+    "IPython.core.debugger",
+    "IPython.core.logger",
+    "IPython.core.oinspect",
+    "IPython.extensions.storemagic",
+    "IPython.utils.wildcard",
+    "faulthandler",
+    "sqlite3",
+    "tornado.platform.asyncio",
 )
 # Not matplotlib: imported before the kernel's shell exists, figures would no longer be shown.
 LAUNCHERS = ("ipykernel_launcher", "ipykernel")
@@ -105,6 +114,7 @@ def _template_main(argv: list[str]) -> tuple[Any, ...] | None:
         return
     if sys.path and sys.path[0] == "":
         del sys.path[0]  # as ipykernel_launcher does; the kernel's init_path adds the cwd back
+    environ = dict(os.environ)  # what the imports saw
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     problem = None
@@ -125,6 +135,12 @@ def _template_main(argv: list[str]) -> tuple[Any, ...] | None:
     os.close(null)
     if problem is not None:
         return
+    # What the imports set in the environment (debugpy sets PYDEVD_USE_FRAME_EVAL): a fresh
+    # kernel's imports would set it too. Not MPLBACKEND, the template's own (the kernel sets it).
+    environ["MPLBACKEND"] = os.environ.get("MPLBACKEND")
+    imported_env = {
+        k: [environ.get(k), v] for k, v in os.environ.items() if environ.get(k) != v
+    }
     sys.stderr.flush()  # nothing buffered may be written twice, by a child too
     gc.freeze()  # keep the imported objects' pages shared with the children
     # fds open now belong to the imported libraries (children keep them); later ones are ours.
@@ -152,6 +168,7 @@ def _template_main(argv: list[str]) -> tuple[Any, ...] | None:
             with conn:
                 become = _serve(conn, listener, keep, children)
             if become is not None:  # in the forked child
+                become[0]["imported_env"] = imported_env
                 return become
     finally:
         if os.getpid() == template:
@@ -333,6 +350,9 @@ def _child(
                 except OSError:
                     pass
         env = dict(request["env"])
+        for name, (seen, value) in request.get("imported_env", {}).items():
+            if env.get(name) == seen:  # the session leaves it as the imports saw it
+                env[name] = value
         env["JPY_PARENT_PID"] = str(os.getppid())
         os.environ.clear()
         os.environ.update(env)
@@ -561,6 +581,12 @@ class ForkedProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+    def killed(self) -> None:
+        """The caller saw this kernel die of its SIGKILL: no need to ask the template (which
+        collects the zombie in its loop)."""
+        if self.returncode is None:
+            self.returncode = -signal.SIGKILL
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)

@@ -181,6 +181,17 @@ for _name in PRELOAD:
     importlib.import_module(_name)
 '''
 
+def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The probe's user expression as data ({} if it failed)."""
+    if result.get("status") != "ok":
+        return {}
+    try:  # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
+        value = json.loads(ast.literal_eval(result["data"]["text/plain"]))
+    except (KeyError, TypeError, ValueError, SyntaxError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 TIME_EXPRESSION = "__import__('sys').modules['_livecells_kernel'].last"
 PROBE_EXPRESSION = "__import__('json').dumps(__import__('sys').modules['_livecells_kernel'].probe())"
 
@@ -205,6 +216,27 @@ class CellResult:
         if self.error:
             data["error"] = self.error
         return data
+
+
+async def _dead(pid: int, timeout: float) -> bool:
+    """Wait until ``pid`` is gone or a zombie (a killed process's teardown is over); False if
+    it is still running after ``timeout`` seconds (or /proc cannot say)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        if stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X"):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.01)
 
 
 class KernelDied(RuntimeError):
@@ -242,6 +274,7 @@ class KernelSession:
         self.token = uuid.uuid4().hex
         self.pid: int | None = None
         self._killed: list[int] = []
+        self._root_killed = False
         self._ipc_prefix = ""
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
@@ -252,6 +285,7 @@ class KernelSession:
         self.kernelspec: dict[str, str] = {}
         #: Display ids across the session's cells: a later cell's update changes an earlier one.
         self.displays = SessionDisplays()
+        self._probed: dict[str, Any] | None = None
 
     async def __aenter__(self) -> KernelSession:
         try:
@@ -313,7 +347,6 @@ class KernelSession:
         # No receive limit: ZMQ would drop IOPub messages (output) while the client is busy.
         self.kc.context.setsockopt(zmq.RCVHWM, 0)
         self.kc.start_channels()
-        await self._wait_ready(self.startup_timeout)
         hook = "\n".join(
             [
                 f"SYNC = {self.framework.sync!r}",
@@ -323,11 +356,18 @@ class KernelSession:
                 HOOK_SOURCE,
             ]
         )
-        reply = await self._request(
+        # The hook is sent at once: the shell socket queues it until the kernel listens, and
+        # its reply says that the kernel is up, with no polling (each poll is a request the
+        # kernel answers once it is up). Only the reply is read (the hook is silent: its IOPub
+        # messages are skipped later). IOPub is checked after it, most often at the first try.
+        hook_id = self._send(
             f"exec({hook!r}, {{'get_ipython': get_ipython, '__name__': '_livecells_kernel'}})",
             silent=True,
-            timeout=self.startup_timeout,
         )
+        started = time.monotonic()
+        reply = await self._shell_reply(hook_id, self.startup_timeout)
+        if reply["content"]["status"] == "ok":
+            await self._wait_ready(self.startup_timeout - (time.monotonic() - started))
         if reply["content"]["status"] != "ok":
             content = reply["content"]
             raise RuntimeError(
@@ -358,6 +398,23 @@ class KernelSession:
                 raise RuntimeError(f"the kernel died while starting ({self._death_reason()})")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
+
+    async def _shell_reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
+        """The shell reply to ``msg_id`` (its IOPub messages are not read)."""
+        assert self.kc is not None and self.km is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            wait = min(0.5, deadline - time.monotonic())
+            if wait <= 0:
+                raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
+            try:
+                msg = await self.kc.get_shell_msg(timeout=wait)
+            except Exception:  # queue.Empty: check that the kernel is still alive
+                if not await self.km.is_alive():
+                    raise RuntimeError(f"the kernel died while starting ({self._death_reason()})") from None
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
 
     async def _request(
         self,
@@ -432,10 +489,17 @@ class KernelSession:
             return f"the kernel died of {name}{hint}"
         return f"the kernel exited with status {code}"
 
-    async def run_cell(self, code: str, timeout: float) -> CellResult:
-        """Run one cell; errors, timeouts and a dying kernel become the cell's result."""
+    async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> CellResult:
+        """Run one cell; errors, timeouts and a dying kernel become the cell's result.
+
+        ``last``: no cell follows, so the session's :meth:`probe` comes with this cell's reply
+        (evaluated after the cell and its timing hook), one round trip less.
+        """
         collector = OutputCollector(self.output_limit, self.displays)
-        msg_id = self._send(code, user_expressions={"time": TIME_EXPRESSION})
+        expressions = {"time": TIME_EXPRESSION}
+        if last:
+            expressions["probe"] = PROBE_EXPRESSION
+        msg_id = self._send(code, user_expressions=expressions)
         try:
             reply = await self._wait(msg_id, timeout, collector)
         except asyncio.TimeoutError:
@@ -460,13 +524,14 @@ class KernelSession:
             )
         content = reply["content"]
         elapsed = None
-        measured = content.get("user_expressions", {}).get("time", {})
-        if not measured:
-            # ipykernel skips user_expressions after an error; ask for the time separately.
-            followup = await self._request(
-                "pass", silent=True, timeout=30, user_expressions={"time": TIME_EXPRESSION}
-            )
-            measured = followup["content"].get("user_expressions", {}).get("time", {})
+        values = content.get("user_expressions", {})
+        if not values.get("time"):
+            # ipykernel skips user_expressions after an error; ask for them separately.
+            followup = await self._request("pass", silent=True, timeout=30, user_expressions=expressions)
+            values = followup["content"].get("user_expressions", {})
+        measured = values.get("time", {})
+        if last:
+            self._probed = _probe_value(values.get("probe", {}))
         if measured.get("status") == "ok":
             try:
                 elapsed = float(measured["data"]["text/plain"])
@@ -504,15 +569,14 @@ class KernelSession:
             await self.km.shutdown_kernel(now=True)
 
     async def probe(self) -> dict[str, Any]:
-        """The session's provenance as the kernel sees it (versions, host, whether a GPU was used)."""
+        """The session's provenance as the kernel sees it (versions, host, whether a GPU was used);
+        read with the last cell when it ran with ``last=True``."""
+        if self._probed is not None:
+            return self._probed
         reply = await self._request(
             "pass", silent=True, timeout=30, user_expressions={"probe": PROBE_EXPRESSION}
         )
-        result = reply["content"].get("user_expressions", {}).get("probe", {})
-        if result.get("status") != "ok":
-            return {}
-        # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
-        return json.loads(ast.literal_eval(result["data"]["text/plain"]))
+        return _probe_value(reply["content"].get("user_expressions", {}).get("probe", {}))
 
     def _kill_processes(self) -> None:
         """Kill the kernel and every process it started, also those that left its process group
@@ -524,6 +588,7 @@ class KernelSession:
         if pid and self.guard is not None:
             self.guard.unwatch(pid)
         self._killed = [p for p in killed if p != pid]
+        self._root_killed = bool(pid) and pid in killed
 
     async def shutdown(self) -> None:
         """Stop the kernel and every process it started; safe to call twice."""
@@ -531,19 +596,20 @@ class KernelSession:
         try:
             if kc is not None:
                 kc.stop_channels()
+            pid = self.pid
             self._kill_processes()
             if km is not None and km.has_kernel:
-                # Kill the process group, and see it gone at once: jupyter_client's own shutdown
-                # polls every 0.1 s, which is a third of a short session.
-                provisioner = km.provisioner
-                if provisioner is not None:
-                    with contextlib.suppress(Exception):
-                        await provisioner.kill()
-                        for _ in range(40):
-                            if await provisioner.poll() is not None:
-                                break
-                            await asyncio.sleep(0.005)
+                # Nothing more is read from the kernel: no shutdown request. Its tree is killed
+                # above (SIGKILL: its status is known, a forked kernel's template need not be
+                # asked; jupyter_client's own shutdown would poll it every 0.1 s).
+                process = getattr(km.provisioner, "process", None)
+                if self._root_killed and hasattr(process, "killed"):
+                    process.killed()
                 await km.shutdown_kernel(now=True)
+            if pid and self._root_killed:
+                # Until it is dead (a zombie, seen in /proc), so that its teardown never runs
+                # beside the next session's cells; jupyter_client cleaned up meanwhile.
+                await _dead(pid, 5.0)
             # The killed processes whose parents died with the kernel are now our children
             # when this process is a subreaper: collect them (no zombies).
             reap(self._killed)
