@@ -107,6 +107,7 @@ def _template_main(argv: list[str]) -> tuple[Any, ...] | None:
         del sys.path[0]  # as ipykernel_launcher does; the kernel's init_path adds the cwd back
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    launch_env = dict(os.environ)
     problem = None
     try:
         for name in preload:
@@ -130,6 +131,8 @@ def _template_main(argv: list[str]) -> tuple[Any, ...] | None:
     # fds open now belong to the imported libraries (children keep them); later ones are ours.
     keep = {int(fd) for fd in os.listdir("/proc/self/fd")} - {listener.fileno()}
     keep = {fd for fd in keep if _is_open(fd)}  # not the fd that listed them
+    # What the imports set (debugpy's PYDEVD_USE_FRAME_EVAL...): a normal kernel has it too.
+    globals()["_IMPORTED_ENV"] = {k: v for k, v in os.environ.items() if launch_env.get(k) != v}
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)
@@ -332,7 +335,7 @@ def _child(
                     os.close(int(fd))
                 except OSError:
                     pass
-        env = dict(request["env"])
+        env = {**globals().get("_IMPORTED_ENV", {}), **request["env"]}
         env["JPY_PARENT_PID"] = str(os.getppid())
         os.environ.clear()
         os.environ.update(env)
