@@ -318,6 +318,16 @@ try:
 except KeyError as e:
     raise ValueError("wrapped") from e
 
+# %% pytorch error-recursion raises
+def forever(n):
+    return forever(n + 1)
+limit = sys.getrecursionlimit()
+sys.setrecursionlimit(800)  # a traceback of 180,000 characters, 72,000 without its colours
+try:
+    forever(0)
+finally:
+    sys.setrecursionlimit(limit)
+
 # %% pytorch keyboard-interrupt raises
 raise KeyboardInterrupt
 
