@@ -613,7 +613,7 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
         text,
         parser=Parser(),
         settings_overrides={
-            "myst_enable_extensions": ["dollarmath"],
+            "myst_enable_extensions": ["dollarmath", "strikethrough"],  # as JupyterLab's GFM
             "doctitle_xform": False,
             "report_level": 5,
             "halt_level": 5,
@@ -622,6 +622,7 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
             "raw_enabled": True,  # HTML in the Markdown: kept below, or made text
         },
     )
+    _strike_through(document)
     for node in list(document.findall(nodes.Element)):
         for attribute in ("ids", "names", "dupnames", "backrefs"):
             if attribute in node:
@@ -650,6 +651,30 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
                 replacement.append(child)
         section.replace_self(replacement)
     return list(document.children)
+
+
+def _strike_through(document: nodes.document) -> None:
+    """``~~text~~`` (which myst-parser gives as raw ``<s>``...``</s>``) as struck-through text.
+
+    Every builder gets an inline node (``livecells-strike``: a line through it in HTML, plain
+    text in LaTeX), so no raw markup is needed; an ``<s>``...``</s>`` written as HTML in the
+    Markdown becomes the same (and nothing else is raw any more). Unpaired markers stay raw.
+    """
+    def marker(node: nodes.Node, tag: str) -> bool:
+        return isinstance(node, nodes.raw) and node.get("format") == "html" and node.astext() == tag
+
+    for start in [n for n in document.findall(nodes.raw) if marker(n, "<s>")]:
+        parent = start.parent
+        if parent is None:
+            continue
+        siblings = parent.children[parent.index(start) + 1 :]
+        end = next((i for i, n in enumerate(siblings) if marker(n, "</s>")), None)
+        if end is None:
+            continue
+        inner = siblings[:end]
+        for node in [*inner, siblings[end]]:
+            parent.remove(node)
+        start.replace_self(nodes.inline("", "", *inner, classes=["livecells-strike"]))
 
 
 def _component(name: str, classes: Sequence[str] = (), children: Sequence[nodes.Node] = ()) -> nodes.container:

@@ -355,7 +355,8 @@ def _bound_error(error: dict[str, Any], limit: int) -> tuple[dict[str, Any], int
     traceback = error.get("traceback", [])
     if not isinstance(evalue, str) or not isinstance(traceback, list):
         return error, 0
-    total = len(evalue) + sum(len(t) for t in traceback if isinstance(t, str))
+    # Counted as shown: IPython's colour codes can treble a traceback's length.
+    total = len(evalue) + sum(len(ESCAPE.sub("", t)) for t in traceback if isinstance(t, str))
     if len(evalue) <= MAX_MESSAGE and total <= limit:
         return error, 0
     kept, room = [], limit

@@ -153,6 +153,34 @@ Latex(r"$$\int_0^1 x\,dx = \frac{1}{2}$$")
 # %% pytorch math
 Math(r"\frac{a}{b} + \sqrt{c}")
 
+# %% pytorch markdown-table
+Markdown("| a | b |\n|---|---|\n| 1 | 2 |\n\n~~struck~~")
+
+# %% pytorch markdown-math
+Markdown("Inline $x^2$ and <b>html</b>\n\n$$y = 2$$")
+
+# %% pytorch display-several-rich
+display(Markdown("*m*"), Math("x^2"), Latex(r"$\alpha$"), 4)
+
+# %% pytorch display-raw-bundle
+display({"text/plain": "plain", "text/markdown": "**raw md**"}, raw=True)
+
+# %% pytorch update-display-three-cells-a
+display("step 0", display_id="three")
+
+# %% pytorch update-display-three-cells-b
+from IPython.display import update_display
+update_display("step 1", display_id="three")
+update_display("never shown", display_id="no-such-id")
+
+# %% pytorch update-display-three-cells-c
+update_display(Markdown("**step 2**"), display_id="three")
+
+# %% pytorch clear-now-between-displays
+display("d1")
+clear_output()
+display("d2")
+
 # %% pytorch json
 JSON({"a": [1, 2, 3], "b": {"c": "d"}})
 
@@ -267,6 +295,41 @@ print(torch.arange(6).reshape(2, 3))
 
 # %% pytorch torch-error raises
 torch.ones(2, 3) @ torch.ones(2, 3)
+
+# %% pytorch fd-and-print
+n = os.write(1, b"fd\n")
+print("py")
+
+# %% pytorch kernel-environment
+{k: os.environ.get(k) for k in ("PYDEVD_USE_FRAME_EVAL", "MPLBACKEND", "TERM", "CLICOLOR", "PAGER")}
+
+# %% pytorch top-level-await
+import asyncio
+await asyncio.sleep(0.01)
+print("awaited")
+
+# %% pytorch dataloader-workers
+from torch.utils.data import DataLoader, TensorDataset
+[b[0].tolist() for b in DataLoader(TensorDataset(torch.arange(8.0)), batch_size=4, num_workers=2)]
+
+# %% pytorch error-chained-cause raises
+try:
+    {}["k"]
+except KeyError as e:
+    raise ValueError("wrapped") from e
+
+# %% pytorch error-recursion raises
+def forever(n):
+    return forever(n + 1)
+limit = sys.getrecursionlimit()
+sys.setrecursionlimit(800)  # a traceback of 180,000 characters, 72,000 without its colours
+try:
+    forever(0)
+finally:
+    sys.setrecursionlimit(limit)
+
+# %% pytorch keyboard-interrupt raises
+raise KeyboardInterrupt
 
 # %% pytorch stack-depth
 import inspect
