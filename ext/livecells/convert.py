@@ -518,6 +518,15 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     parser.set_defaults(func=run)
 
 
+def read_chapter(src: Path) -> str | None:
+    """A chapter's text (a BOM dropped); None after saying why it cannot be read."""
+    try:
+        return src.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        print(f"livecells convert: cannot read {src}: {err}", file=sys.stderr)
+        return None
+
+
 def write_converted(text: str, output: str | None) -> bool:
     """Write a converted chapter to ``output`` (stdout without one); False after saying why not."""
     try:
@@ -554,10 +563,8 @@ def run(args: argparse.Namespace) -> int:
             return 1 if failed.is_relative_to(written) and written != src.resolve() else 2
         named = [(str(src / rel), result) for rel, result in results.items()]
     else:
-        try:
-            text = src.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as err:
-            print(f"livecells convert: cannot read {src}: {err}", file=sys.stderr)
+        text = read_chapter(src)
+        if text is None:
             return 2
         result = convert_text(text, default_framework=args.default_framework, source=str(src))
         named = [(str(src), result)]

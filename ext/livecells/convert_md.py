@@ -38,7 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .convert import write_converted
+from .convert import read_chapter, write_converted
 from .convert_settings import GpuInference, infer_gpus, where
 
 #: The directive for one framework's prose (see docs/directive.rst).
@@ -664,10 +664,8 @@ def run(args: argparse.Namespace) -> int:
         warnings = [w for r in results.values() for w in r.warnings]
         summaries = [r.summary(str(src / rel)) for rel, r in results.items()]
     else:
-        try:
-            text = src.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            print(f"livecells convert: cannot read {src}: {err}", file=sys.stderr)
+        text = read_chapter(src)
+        if text is None:
             return 2
         if not is_d2lbook_markdown(text):
             print(f"livecells convert: {src}: no d2lbook cell markers; only its marks are converted", file=sys.stderr)
