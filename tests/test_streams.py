@@ -277,6 +277,23 @@ def test_display_updates_reach_earlier_cells_of_the_session():
     assert second.outputs[0]["data"] == {"text/plain": "other"} and third.outputs == []
 
 
+def test_a_later_cells_clear_output_leaves_earlier_cells_targets_alone():
+    """As run_cell does: each cell's collector is dropped when the cell ends, so a later one may
+    get the same address; an immediate clear_output in it must not forget the earlier cells'."""
+    displays = SessionDisplays()
+    kept = []
+    for value in ("a", "b"):
+        collector = OutputCollector(100, displays)
+        display(collector, "display_data", value, f"d-{value}")
+        kept.append(collector.outputs)  # the outputs outlive the collector, as in the store
+        del collector
+    later = OutputCollector(100, displays)
+    later.handle("clear_output", {"wait": False})
+    display(later, "update_display_data", "A", "d-a")
+    display(later, "update_display_data", "B", "d-b")
+    assert [outputs[0]["data"]["text/plain"] for outputs in kept] == ["A", "B"]
+
+
 def test_a_repeated_display_id_shows_the_latest_value_everywhere():
     displays = SessionDisplays()
     first, second = OutputCollector(100, displays), OutputCollector(100, displays)

@@ -29,6 +29,12 @@ class SessionDisplays:
     def __init__(self) -> None:
         self._targets: dict[str, dict[int, list[dict[str, Any]]]] = {}  # id -> cell -> outputs
         self._ids_of: dict[int, set[str]] = {}  # cell -> the ids its outputs carry
+        self._cells = 0
+
+    def new_cell(self) -> int:
+        """A number for the next cell of the session (never reused, unlike an object's id)."""
+        self._cells += 1
+        return self._cells
 
     def add(self, cell: int, display_id: str, output: dict[str, Any]) -> None:
         self._targets.setdefault(display_id, {}).setdefault(cell, []).append(output)
@@ -66,7 +72,7 @@ class OutputCollector:
         self._displayed = 0  # display_data outputs kept
         self._clear_pending = False
         self._displays = displays if displays is not None else SessionDisplays()
-        self._cell = id(self)
+        self._cell = self._displays.new_cell()
         self.error: dict[str, Any] | None = None
         self._truncated: set[str] = set()
         self._stream: StreamText | None = None  # the text of the last output, if a stream
