@@ -405,12 +405,16 @@ def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, 
     src = site(tmp_path, rootdir, {"page1.rst": LOCATED})
     (src / "part.txt").write_text(PART)
     page = (src / "page1.rst").read_text()
-    _, warnings = build_site(src, builder)
+    app, warnings = build_site(src, builder)
     assert f"part.txt:{line_of(PART, 'ValueError')}: WARNING: live-cell [alpha]: ValueError" in warnings
     assert f"page1.rst:{line_of(page, 'KeyError')}: WARNING: live-cell [alpha]: KeyError" in warnings
     assert f"page1.rst:{line_of(page, 'OSError')}: WARNING: live-cell [alpha]: OSError" in warnings
     assert (src / "ran-html").exists() == (builder == "html")
     assert (src / "ran-latex").exists() == (builder == "latex")
+    if builder == "html":
+        # The notebook download holds the cells the page shows, not the LaTeX-only one.
+        notebooks = [p.read_text() for p in Path(app.outdir).rglob("page1*.ipynb")]
+        assert notebooks and all("ran-latex" not in nb and "ran-html" in nb for nb in notebooks)
 
 
 # --- Class 8: kernels listen on no TCP port -------------------------------------------------

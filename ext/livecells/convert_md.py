@@ -615,7 +615,7 @@ def convert_markdown_tree(
             target.parent.mkdir(parents=True, exist_ok=True)
             if name.endswith((".md", ".rst")):
                 try:
-                    text = path.read_text(encoding="utf-8")
+                    text = path.read_text(encoding="utf-8-sig")
                 except UnicodeDecodeError as err:
                     raise ValueError(f"{path} is not UTF-8: {err.reason}") from err
                 where = str(Path(src_dir) / rel)

@@ -85,7 +85,7 @@ def download_links(
         base = docname
     para = nodes.paragraph("", "", classes=["livecells-downloads"])
     para += nodes.Text("Download notebook: ")
-    for session in plan.sessions(config.framework_names()):
+    for session in plan.sessions(config.framework_names(), app.tags):
         spec = config.frameworks[session.framework]
         kernelspec = sessions.get(spec.name, {}).get("provenance", {}).get("kernelspec") or {
             "name": spec.kernel,
@@ -283,7 +283,7 @@ def prune_notebooks(app: Sphinx, exception: BaseException | None) -> None:
     wanted = {
         notebook_path(docname, session.framework)
         for docname, plan in plans(app.env).items()
-        for session in plan.sessions(config.framework_names())
+        for session in plan.sessions(config.framework_names(), app.tags)
     }
     for path in folder.rglob("*.ipynb"):
         if path.relative_to(app.builder.outdir).as_posix() not in wanted:

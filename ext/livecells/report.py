@@ -81,7 +81,7 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
             sessions, damaged = {}, True
         sessions.update(build_records(app, docname))  # shown even if the store took none
         keys, _ = page_keys(app, page)
-        for session in page.sessions(config.framework_names()):
+        for session in page.sessions(config.framework_names(), app.tags):
             record = sessions.get(session.framework)
             if not record:
                 status = "store damaged" if damaged else "not run"
