@@ -33,6 +33,7 @@ from .config import WARNING_TYPE, app_of, get_config
 from .directive import ALL, live_cell, live_group, live_recorded, live_settings, live_text
 from .ansi import ansi_to_html, strip_ansi
 from .notebooks import download_links
+from .outputs import MAX_IMAGE_BYTES
 from .pipeline import build_state
 from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
@@ -41,8 +42,10 @@ from .streams import process_stream, shown_outputs
 
 logger = logging.getLogger(__name__)
 
-IMAGE_TYPES = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "image/gif": ".gif"}
-MAX_IMAGE_BYTES = 10 * 1024 * 1024
+IMAGE_TYPES = {
+    "image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "image/gif": ".gif",
+    "image/webp": ".webp",
+}
 
 
 def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
@@ -51,7 +54,8 @@ def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
         first = ["text/html"] if allow_html else []
         return [
             *first, "text/markdown", "text/latex", "image/svg+xml", "image/png", "image/jpeg",
-            "image/gif", "application/json", "text/plain", *([] if allow_html else ["text/html"]),
+            "image/gif", "image/webp", "application/json", "text/plain",
+            *([] if allow_html else ["text/html"]),
         ]
     if builder_format == "latex":
         return ["text/markdown", "text/latex", "image/png", "image/jpeg", "application/json", "text/plain"]
