@@ -254,6 +254,29 @@ def test_the_schema_accepts_what_livecells_writes():
     check_output({"output_type": "error", "ename": "E", "evalue": "", "traceback": ["x"]})
 
 
+def test_math_from_a_cell_never_carries_tex_primitives_into_latex(site):
+    """text/latex and Markdown math are native math in LaTeX, but never \\input, \\write, ..."""
+    def latex(value: str, plain: str) -> dict:
+        return {"output_type": "display_data", "data": {"text/latex": value, "text/plain": plain}, "metadata": {}}
+
+    sessions = good_sessions()
+    sessions["alpha"]["cells"][0]["outputs"] = [
+        latex(r"$\input{/etc/passwd}$", "plainone"),
+        {"output_type": "display_data", "metadata": {},
+         "data": {"text/markdown": r"$$\immediate\write18{touch pwned}$$", "text/plain": "plaintwo"}},
+        latex(r"$^^5cinput{x}$", "plainthree"),
+        latex(r"$\frac{a}{b} + x^2$", "plainfour"),
+    ]
+    write_store(site, "index", sessions)
+    app, warnings = cache_build(site, "latex")
+    tex = next(Path(app.outdir).glob("*.tex")).read_text()
+    for bad in (r"\input{/etc/passwd}", r"\write18", "^^5cinput"):
+        assert bad not in tex.replace("\\PYGZbs{}", "\\")
+    assert "plainone" in tex and "plaintwo" in tex and "plainthree" in tex
+    assert r"\frac{a}{b} + x^2" in tex and "plainfour" not in tex  # real math stays math
+    assert len([w for w in warnings_of(warnings, "output") if "LaTeX output never carries" in w]) == 3
+
+
 def test_every_image_type_the_collector_keeps_is_shown(site):
     """webp too, as JupyterLab shows it: a stored display of each kind becomes an <img>."""
     import base64

@@ -413,9 +413,10 @@ class RenderLiveCells(SphinxPostTransform):
             node = self._image(mime, value)
             return [node] if node is not None else []
         if mime == "text/markdown":
-            return [_output_box(markdown_nodes(str(value), self.format, self.config_.allow_html), "livecells-markdown")]
+            box = _output_box(markdown_nodes(str(value), self.format, self.config_.allow_html), "livecells-markdown")
+            return [_checked_math(box, self.format)]
         if mime == "text/latex":
-            return [_output_box(latex_nodes(str(value)), "livecells-latex")]
+            return [_checked_math(_output_box(latex_nodes(str(value)), "livecells-latex"), self.format)]
         if mime == "application/json":
             if isinstance(value, str):
                 value = json.loads(value)
@@ -556,6 +557,27 @@ _LATEX_MATH = re.compile(
     r"|(?<![\\$])\$(?P<di>[^$]+?)\$|\\\((?P<bi>.+?)\\\)",
     re.DOTALL,
 )
+
+
+# TeX that reads or writes files, runs commands, or changes how TeX reads what follows: math
+# from a cell never carries it into a .tex file (MathJax, in HTML, has no such primitives).
+_UNSAFE_TEX = re.compile(
+    r"\\(?:input|include|InputIfFileExists|IfFileExists|openin|openout|read|readline|write|"
+    r"immediate|newwrite|newread|special|catcode|lccode|uccode|def|edef|gdef|xdef|let|futurelet|"
+    r"csname|expandafter|noexpand|makeatletter|makeatother|usepackage|RequirePackage|"
+    r"documentclass|directlua|luaexec|pdfshellescape|ShellEscape|jobname|typeout|message|"
+    r"errmessage|endinput|end(?!\s*\{))(?![A-Za-z])|\^\^|\\[A-Za-z]*@"
+)
+
+
+def _checked_math(box: nodes.Element, builder_format: str) -> nodes.Element:
+    """``box`` unchanged, unless it is for LaTeX and its math holds TeX that is not math."""
+    if builder_format == "latex":
+        for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
+            found = _UNSAFE_TEX.search(node.astext())
+            if found:
+                raise ValueError(f"its math holds {found.group(0)!r}, which LaTeX output never carries")
+    return box
 
 
 def latex_nodes(text: str) -> list[nodes.Node]:
