@@ -338,7 +338,7 @@ class RenderLiveCells(SphinxPostTransform):
             text = clean_stream(str(output.get("text", "")))
             if not text:
                 return []
-            classes = ["livecells-stream", *([f"livecells-{name}"] if name in {"stdout", "stderr"} else [])]
+            classes = ["livecells-stream", f"livecells-{css_name(name)}"]  # safe: see _isolated_output
             result: list[nodes.Node] = [self._text(text, classes)]
             if output.get("truncated"):
                 result.append(
