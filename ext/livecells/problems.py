@@ -43,7 +43,7 @@ def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tup
     return found
 
 
-def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool = False) -> list[Problem]:
+def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool) -> list[Problem]:
     """Warn about one executed session's problems, each located at its cell (or failing line)."""
     from .execute import error_line
 
