@@ -13,7 +13,6 @@ import random
 import pytest
 
 from livecells.outputs import MAX_OUTPUTS, OutputCollector, SessionDisplays
-from livecells.render import clean_stream
 from livecells.streams import StreamText, process_stream, shown_outputs
 
 
@@ -123,7 +122,7 @@ def test_trailing_blank_lines_are_kept():
 
 
 def test_render_uses_the_same_rules():
-    assert clean_stream("50%\b\b\b60%") == "60%"
+    assert process_stream("50%\b\b\b60%") == "60%"
 
 
 # -- a cell's outputs -------------------------------------------------------------------------

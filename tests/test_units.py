@@ -6,7 +6,7 @@ from livecells.ansi import ansi_to_html, strip_ansi
 from livecells.config import DEFAULT_FRAMEWORKS, TORCH_SYNC, read_config
 from livecells.execute import error_line
 from livecells.outputs import MAX_OUTPUTS, OutputCollector
-from livecells.render import clean_stream
+from livecells.streams import process_stream
 
 
 def test_known_frameworks_keep_their_defaults_when_partly_configured():
@@ -41,7 +41,7 @@ def test_ansi_is_stripped_or_turned_into_escaped_spans():
 
 
 def test_streams_apply_carriage_returns_like_a_terminal():
-    assert clean_stream("progress 10%\rprogress 100%\ndone") == "progress 100%\ndone"
+    assert process_stream("progress 10%\rprogress 100%\ndone") == "progress 100%\ndone"
 
 
 def test_collector_merges_streams_and_caps_floods():

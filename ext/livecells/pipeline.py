@@ -108,7 +108,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
             _warn(
                 f"livecells_depends: {pattern!r} matches no file",
                 "depends",
-                _conf_location(app, "livecells_depends"),
+                conf_location(app.confdir, "livecells_depends"),
             )
     book = state.book_depends[0] if config.depends else ""
     return session_keys(page, config.framework_names(), hashes, book, app.tags)
@@ -232,11 +232,6 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     return sorted(changed_pages)
 
 
-def _conf_location(app: Sphinx, name: str) -> str | None:
-    """``conf.py:LINE`` of the line that sets ``name``, for warnings about a config value."""
-    return conf_location(app.confdir, name)
-
-
 def _stored_records(store: OutputStore, docname: str, config: LivecellsConfig) -> dict[str, Any]:
     """The page's stored sessions by framework; a damaged file is reported (once) as none."""
     if config.execute == "off":
@@ -299,7 +294,7 @@ def _decide(
             _warn(
                 f"livecells_frameworks[{framework.name!r}]: {fp.problem}; its cells are not run",
                 "config",
-                _conf_location(app, "livecells_frameworks"),
+                conf_location(app.confdir, "livecells_frameworks"),
             )
         first = session.cells[0]
         _warn(f"{session.name}: not run: {fp.problem}", "kernel", first.location())

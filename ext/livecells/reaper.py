@@ -43,7 +43,7 @@ def set_subreaper(on: bool = True) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
     except Exception:  # noqa: BLE001 - no libc prctl: orphans go to PID 1 as usual
         return False
 

@@ -38,7 +38,7 @@ from .pipeline import build_state
 from .plan import plans
 from .results import format_seconds, groups_by_page, matched_results, stored_sessions
 from .schema import Invalid, check_output, css_name, one_line, shown_output
-from .streams import process_stream, shown_outputs
+from .streams import shown_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +60,6 @@ def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
     if builder_format == "latex":
         return ["text/markdown", "text/latex", "image/png", "image/jpeg", "application/json", "text/plain"]
     return ["text/markdown", "text/latex", "application/json", "text/plain"]
-
-
-def clean_stream(text: str) -> str:
-    """What JupyterLab shows for a stream's text: carriage returns and backspaces applied."""
-    return process_stream(text)
 
 
 @dataclass
@@ -335,7 +330,7 @@ class RenderLiveCells(SphinxPostTransform):
             name = output.get("name")
             if name == "stderr" and cell.get("stderr") == "hide":
                 return []
-            text = clean_stream(str(output.get("text", "")))
+            text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:
                 return []
             classes = ["livecells-stream", f"livecells-{css_name(name)}"]  # safe: see _isolated_output
