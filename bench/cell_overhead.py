@@ -25,8 +25,8 @@ from jupyter_client.manager import AsyncKernelManager, KernelManager
 import benchlib
 from benchlib import median
 
-from livecells.config import FrameworkSpec
-from livecells.kernel import KernelSession
+from livecells.model.frameworks import FrameworkSpec
+from livecells.execute.kernel import KernelSession
 
 CODE = "x = 1"
 WARMUP = 5

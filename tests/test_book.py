@@ -17,7 +17,7 @@ from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
 from helpers import build_site, soup
-from livecells.convert import convert_text
+from livecells.cli.convert import convert_text
 
 DATA = Path(__file__).parent / "data" / "convert"
 

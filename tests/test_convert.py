@@ -1,4 +1,4 @@
-"""Tests for ``python -m livecells convert`` (``livecells.convert``).
+"""Tests for ``python -m livecells convert`` (``livecells.cli.convert``).
 
 Fixtures in ``tests/data/convert/``:
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from helpers import build_site, soup
-from livecells.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
+from livecells.cli.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
 
 DATA = Path(__file__).parent / "data" / "convert"
 TABBED = DATA / "async-computation.d2lbook.rst"

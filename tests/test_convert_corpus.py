@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import build_site, soup
-from livecells.convert import ConvertResult, convert_text, convert_tree
+from livecells.cli.convert import ConvertResult, convert_text, convert_tree
 
 
 def _corpus() -> Path:

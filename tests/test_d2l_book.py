@@ -20,7 +20,7 @@ import pytest
 
 from conftest import kernel_processes
 from helpers import build_site, soup
-from livecells.convert import convert_text
+from livecells.cli.convert import convert_text
 
 ROOT = Path(__file__).resolve().parents[1]
 # pybtex-apa-style, d2l's bibliography style, still writes pybtex's old `href [url, text]` form.

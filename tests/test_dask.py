@@ -23,11 +23,12 @@ from helpers import build_site, cells, outputs, soup
 
 distributed = pytest.importorskip("distributed")
 
-from livecells.config import FrameworkSpec, read_config  # noqa: E402
-from livecells.dask_executor import DaskScheduler, check_executor, own_gpus  # noqa: E402
-from livecells.devices import GPU  # noqa: E402
-from livecells.execute import SessionJob  # noqa: E402
-from livecells.plan import CellPlan, PageSettings, SessionPlan  # noqa: E402
+from livecells.model.frameworks import FrameworkSpec  # noqa: E402
+from livecells.config import read_config
+from livecells.execute.dask import DaskScheduler, check_executor, own_gpus  # noqa: E402
+from livecells.execute.devices import GPU  # noqa: E402
+from livecells.execute.scheduler import SessionJob  # noqa: E402
+from livecells.model.plans import CellPlan, PageSettings, SessionPlan  # noqa: E402
 
 PAGES = ["index", "one", "sub/two"]
 

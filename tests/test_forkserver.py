@@ -14,9 +14,10 @@ from typing import Any
 import psutil
 import pytest
 from conftest import kernel_processes
-from livecells.config import FrameworkSpec, LivecellsConfig
-from livecells.forkserver import ForkedProcess, ForkServer
-from livecells.kernel import KernelSession
+from livecells.model.frameworks import FrameworkSpec
+from livecells.config import LivecellsConfig
+from livecells.execute.forkserver import ForkedProcess, ForkServer
+from livecells.execute.kernel import KernelSession
 
 pytestmark = pytest.mark.usefixtures("no_kernel_left")
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import kernel_processes
 from helpers import build_site, cell_with, meta, outputs, soup
-from livecells.devices import detect_gpus
+from livecells.execute.devices import detect_gpus
 
 GPUS = detect_gpus()
 pytestmark = [

@@ -3,7 +3,7 @@
 Written from the classes of issue 12, not from its examples alone:
 
 1. one bad output or store entry must not crash the build (nor every later build): a store file
-   or session of any wrong shape is a located ``livecells.store`` warning naming the file, and
+   or session of any wrong shape is a located ``livecells.store.files`` warning naming the file, and
    its session runs again (or, in a ``cache`` build, the page shows what it would without it);
 2. nothing from a cell or a store reaches HTML, LaTeX, a notebook, the report or the terminal
    raw: markup is escaped, escape sequences and control characters are removed per builder;
@@ -30,16 +30,11 @@ import nbformat
 import pytest
 
 from helpers import build_site, cell_with, outputs, soup
-from livecells.ansi import ansi_to_html, strip_ansi
-from livecells.schema import (
-    Invalid,
-    check_output,
-    check_session,
-    css_name,
-    repair_session,
-    strip_controls,
-)
-from livecells.store import OutputStore
+from livecells.render.ansi import ansi_to_html
+from livecells.model.text import strip_ansi
+from livecells.store.schema import Invalid, check_output, check_session, repair_session
+from livecells.model.text import css_name, strip_controls
+from livecells.store.files import OutputStore
 
 EXT = str(Path(__file__).parents[1] / "ext")
 
@@ -705,12 +700,12 @@ def test_a_read_only_store_still_shows_this_builds_results(site, no_kernel_left)
 
 def test_a_store_that_refuses_writes_still_shows_this_builds_results(site, monkeypatch, no_kernel_left):
     """Read-only, as root sees it too: every write into the store fails with EACCES."""
-    import livecells.store
+    import livecells.store.files
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(site / "_livecells"))
 
-    monkeypatch.setattr(livecells.store.OutputStore, "_write", refuse)
+    monkeypatch.setattr(livecells.store.files.OutputStore, "_write", refuse)
     app, warnings = build_site(site, freshenv=True)
     assert any("Permission denied" in w and "not stored" in w for w in warnings_of(warnings, "store")), warnings
     assert "first" in outputs(cell_with(page(app), 'print("first")'))
@@ -752,8 +747,8 @@ def test_a_fifo_where_a_store_file_should_be_is_a_warning_not_a_hang(site):
     {"proof": "p", "sources": {"kernel_json": 3}, "info": {}},
 ])
 def test_a_damaged_fingerprint_cache_is_recomputed(tmp_path, entry, monkeypatch):
-    import livecells.environment as environment
-    from livecells.config import FrameworkSpec
+    import livecells.execute.environment as environment
+    from livecells.model.frameworks import FrameworkSpec
 
     framework = FrameworkSpec("alpha", "Alpha")
     key = json.dumps([framework.kernel, sorted(framework.preload)])

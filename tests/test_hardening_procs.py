@@ -192,7 +192,7 @@ def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdi
 
 
 def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
-    from livecells.reaper import Guard
+    from livecells.execute.reaper import Guard
 
     daemon = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '1000'], "
@@ -295,7 +295,7 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
 
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
-    from livecells.dask_executor import check_executor
+    from livecells.execute.dask import check_executor
     from sphinx.errors import ConfigError
 
     started = time.monotonic()
@@ -311,7 +311,7 @@ def test_dependency_files_are_hashed_in_chunks_and_once_while_unchanged(tmp_path
     import builtins
     import tracemalloc
 
-    from livecells.plan import file_digest
+    from livecells.plan.keys import file_digest
 
     big = tmp_path / "big.bin"
     with open(big, "wb") as handle:  # 300 MB, sparse: cheap to make, read as zeros
@@ -435,9 +435,9 @@ def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, 
     import asyncio
 
     from jupyter_core.paths import jupyter_runtime_dir
-    from livecells.config import FrameworkSpec
-    from livecells.forkserver import ForkServer
-    from livecells.kernel import KernelSession
+    from livecells.model.frameworks import FrameworkSpec
+    from livecells.execute.forkserver import ForkServer
+    from livecells.execute.kernel import KernelSession
 
     async def session(server):
         factory = server.manager if server is not None else None

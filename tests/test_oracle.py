@@ -2,7 +2,7 @@
 
 nbclient is Jupyter's own executor; what it stores for a cell is what a notebook stores, and
 what JupyterLab shows for that is its outputs after JupyterLab's output area has joined streams
-and applied ``\\r`` and ``\\b`` (:func:`livecells.streams.shown_outputs` does what it does; that
+and applied ``\\r`` and ``\\b`` (:func:`livecells.model.streams.shown_outputs` does what it does; that
 module's tests check it rule by rule). Each cell is compared twice:
 
 * **stored**: the outputs in livecells' store file against nbclient's, as JupyterLab would save
@@ -33,8 +33,8 @@ from bs4 import BeautifulSoup
 from nbclient import NotebookClient
 
 from helpers import build_site, cells, soup
-from livecells.ansi import strip_ansi
-from livecells.streams import shown_outputs
+from livecells.model.text import strip_ansi
+from livecells.model.streams import shown_outputs
 
 CORPUS = Path(__file__).parent / "data" / "oracle" / "cells.py"
 FRAMEWORKS = ("pytorch", "mxnet")
@@ -333,7 +333,7 @@ def test_a_flood_of_interleaved_streams_loses_nothing(oracle):
 def test_latex_outputs_become_math_nodes():
     from docutils import nodes
 
-    from livecells.render import latex_nodes
+    from livecells.render.cells import latex_nodes
 
     found = latex_nodes(r"Euler: $e^{i\pi} + 1 = 0$ and $$\int x$$ \begin{align}a &= b\end{align} \alpha")
     kinds = [type(n).__name__ for n in found]
@@ -347,7 +347,7 @@ def test_latex_outputs_become_math_nodes():
 def test_markdown_outputs_become_formatted_nodes_without_sections_ids_or_raw_html():
     from docutils import nodes
 
-    from livecells.render import markdown_nodes
+    from livecells.render.cells import markdown_nodes
 
     text = "# Title\n\n## Sub\n\n**b** $x$ <script>x()</script>\n\n![alt](local.png)"
     for fmt, allow in (("html", False), ("latex", True)):
@@ -365,7 +365,7 @@ def test_markdown_outputs_become_formatted_nodes_without_sections_ids_or_raw_htm
 
 
 def test_mime_order_follows_jupyterlab_and_allow_html():
-    from livecells.render import _mime_order
+    from livecells.render.cells import _mime_order
 
     assert _mime_order("html", True)[:3] == ["text/html", "text/markdown", "text/latex"]
     assert _mime_order("html", False)[-1] == "text/html"  # only when nothing else is there: as text
@@ -379,8 +379,8 @@ def test_the_client_never_drops_iopub_messages(tmp_path):
 
     import zmq
 
-    from livecells.config import FrameworkSpec
-    from livecells.kernel import KernelSession
+    from livecells.model.frameworks import FrameworkSpec
+    from livecells.execute.kernel import KernelSession
 
     async def run() -> tuple[int, str]:
         async with KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=tmp_path) as kernel:
@@ -393,7 +393,7 @@ def test_the_client_never_drops_iopub_messages(tmp_path):
 def test_markdown_strikethrough_is_struck_in_every_builder_without_raw_markup():
     from docutils import nodes
 
-    from livecells.render import markdown_nodes
+    from livecells.render.cells import markdown_nodes
 
     for fmt, allow in (("html", True), ("html", False), ("latex", True)):
         tree = nodes.container("", *markdown_nodes("a ~~b *c*~~ d <s>e</s> ~~f <s>", fmt, allow))

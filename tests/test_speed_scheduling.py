@@ -1,7 +1,7 @@
 """Kernels started ahead of their sessions: in batches, never beside a timed cell, all shut down.
 
 A fake session (no kernel) records when it starts, runs a cell and shuts down, so the policy of
-:class:`livecells.execute.LocalScheduler` is checked exactly and fast; real kernels started
+:class:`livecells.execute.scheduler.LocalScheduler` is checked exactly and fast; real kernels started
 ahead are covered by the builds of test_core and the fork-server tests.
 """
 
@@ -11,11 +11,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from livecells.config import FrameworkSpec
-from livecells.devices import GPU
-from livecells.execute import LocalScheduler, SessionJob
-from livecells.kernel import CellResult
-from livecells.plan import CellPlan, PageSettings, SessionPlan
+from livecells.model.frameworks import FrameworkSpec
+from livecells.execute.devices import GPU
+from livecells.execute.scheduler import LocalScheduler, SessionJob
+from livecells.execute.kernel import CellResult
+from livecells.model.plans import CellPlan, PageSettings, SessionPlan
 
 FRAMEWORK = FrameworkSpec(name="alpha", label="Alpha")
 

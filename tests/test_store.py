@@ -14,7 +14,7 @@ import pytest
 
 from conftest import kernel_processes
 from helpers import build_site, cell_with, meta, outputs, soup
-from livecells.store import FORMAT, OutputStore, StoreProblem
+from livecells.store.files import FORMAT, OutputStore, StoreProblem
 
 
 def build(src: Path, *, fresh: bool = False, **overrides):
@@ -205,7 +205,7 @@ def test_a_build_killed_during_a_store_write_leaves_the_old_file(tmp_path):
     script = textwrap.dedent(
         f"""
         import os, signal
-        from livecells.store import OutputStore
+        from livecells.store.files import OutputStore
         os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # die mid-write
         OutputStore({str(tmp_path / 'store')!r}).save_session("page", "alpha", {{"key": "new"}})
         """

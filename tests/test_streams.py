@@ -1,4 +1,4 @@
-"""Stream text processing (livecells.streams) and the output collector (livecells.outputs).
+"""Stream text processing (livecells.model.streams) and the output collector (livecells.execute.outputs).
 
 The expected values follow JupyterLab's output area (``OutputAreaModel`` in
 ``@jupyterlab/outputarea`` 4.x); the first cases are the ones its own test suite checks.
@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from livecells.outputs import MAX_OUTPUTS, OutputCollector, SessionDisplays
-from livecells.streams import StreamText, process_stream, shown_outputs
+from livecells.execute.outputs import MAX_OUTPUTS, OutputCollector, SessionDisplays
+from livecells.model.streams import StreamText, process_stream, shown_outputs
 
 
 def reference(text: str, start: str = "", cursor: int | None = None) -> tuple[str, int]:

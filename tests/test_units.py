@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from livecells.ansi import ansi_to_html, strip_ansi
-from livecells.config import DEFAULT_FRAMEWORKS, TORCH_SYNC, read_config
-from livecells.execute import error_line
-from livecells.outputs import MAX_OUTPUTS, OutputCollector
-from livecells.streams import process_stream
+from livecells.render.ansi import ansi_to_html
+from livecells.model.text import strip_ansi
+from livecells.model.frameworks import DEFAULT_FRAMEWORKS, TORCH_SYNC
+from livecells.config import read_config
+from livecells.execute.scheduler import error_line
+from livecells.execute.outputs import MAX_OUTPUTS, OutputCollector
+from livecells.model.streams import process_stream
 
 
 def test_known_frameworks_keep_their_defaults_when_partly_configured():

@@ -16,19 +16,19 @@ from sphinx.application import Sphinx
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from .config import setup_config
-    from .directive import setup_directives
-    from .latex import setup_latex
-    from .notebooks import setup_notebooks
-    from .pipeline import setup_pipeline
-    from .plan import setup_plan
-    from .render import setup_render
-    from .report import setup_report
+    from livecells.config import setup_config
+    from livecells.read.directives import setup_directives
+    from livecells.render.latex import setup_latex
+    from livecells.render.notebooks import setup_notebooks
+    from livecells.build.events import setup_pipeline
+    from livecells.read.collect import setup_collect
+    from livecells.render.cells import setup_render
+    from livecells.render.report import setup_report
 
     app.setup_extension("sphinx_design")
     setup_config(app)
     setup_directives(app)
-    setup_plan(app)
+    setup_collect(app)
     setup_pipeline(app)
     setup_render(app)
     setup_notebooks(app)

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .ansi import strip_ansi
-from .schema import strip_controls
+from livecells.model.text import strip_ansi
+from livecells.model.text import strip_controls
 
 
 @dataclass

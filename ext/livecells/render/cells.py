@@ -29,16 +29,18 @@ from sphinx.util import logging
 from sphinx.util.images import guess_mimetype
 from sphinx.util.osutil import relative_uri
 
-from .config import WARNING_TYPE, app_of, get_config
-from .directive import ALL, live_cell, live_group, live_recorded, live_settings, live_text
-from .ansi import ansi_to_html, strip_ansi
-from .notebooks import download_links
-from .outputs import MAX_IMAGE_BYTES
-from .pipeline import build_state
-from .plan import plans
-from .results import format_seconds, groups_by_page, matched_results, stored_sessions
-from .schema import Invalid, check_output, css_name, one_line, shown_output
-from .streams import shown_outputs
+from livecells.config import WARNING_TYPE, app_of, get_config
+from livecells.read.directives import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.render.ansi import ansi_to_html
+from livecells.model.text import strip_ansi
+from livecells.render.notebooks import download_links
+from livecells.execute.outputs import MAX_IMAGE_BYTES
+from livecells.build.events import build_state
+from livecells.read.collect import plans
+from livecells.render.results import format_seconds, groups_by_page, matched_results, stored_sessions
+from livecells.store.schema import Invalid, check_output, shown_output
+from livecells.model.text import css_name, one_line
+from livecells.model.streams import shown_outputs
 
 logger = logging.getLogger(__name__)
 

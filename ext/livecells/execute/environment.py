@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import FrameworkSpec
+from livecells.model.frameworks import FrameworkSpec
 
 PROBE_SCRIPT = r"""
 import importlib.util, json, platform, sys

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .schema import Invalid, check_session
+from livecells.store.schema import Invalid, check_session
 
 FORMAT = 1
 SUFFIX = ".json"

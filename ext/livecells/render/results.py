@@ -16,10 +16,10 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 
-from .config import get_config
-from .pipeline import build_state, store_of
-from .plan import PagePlan
-from .store import StoreProblem
+from livecells.config import get_config
+from livecells.build.events import build_state, store_of
+from livecells.model.plans import PagePlan
+from livecells.store.files import StoreProblem
 
 #: (cell index, framework) -> (the cell's stored result, its session's record)
 Matched = dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any]]]

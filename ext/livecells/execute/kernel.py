@@ -26,9 +26,9 @@ import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
-from .config import FrameworkSpec
-from .outputs import OutputCollector, SessionDisplays
-from .reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
+from livecells.model.frameworks import FrameworkSpec
+from livecells.execute.outputs import OutputCollector, SessionDisplays
+from livecells.execute.reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
 
 # Installed once per kernel, in a namespace of its own (never the user's). Pre- and post-run
 # hooks time every non-silent cell; the post hook first runs the framework's sync code so that
@@ -169,7 +169,7 @@ try:
     state.iopub_pipe = _iopub_pipe_to_ipc()
 except Exception:
     state.iopub_pipe = ""
-try:  # orphans of the session's processes stay in the kernel's tree (see livecells.reaper)
+try:  # orphans of the session's processes stay in the kernel's tree (see livecells.execute.reaper)
     import ctypes
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 except Exception:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .streams import StreamText
+from livecells.model.streams import StreamText
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml", "image/webp")
 MAX_IMAGE_BYTES = 10 * 2**20

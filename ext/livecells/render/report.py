@@ -24,12 +24,13 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
 
-from .config import app_of, get_config
-from .pipeline import build_state, page_keys, store_of
-from .plan import CellPlan, plans
-from .results import build_records, format_seconds
-from .schema import one_line
-from .store import StoreProblem
+from livecells.config import app_of, get_config
+from livecells.build.events import build_state, page_keys, store_of
+from livecells.model.plans import CellPlan
+from livecells.read.collect import plans
+from livecells.render.results import build_records, format_seconds
+from livecells.model.text import one_line
+from livecells.store.files import StoreProblem
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")

@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from jupyter_client.kernelspec import NoSuchKernel
 
-from . import __version__
-from .ansi import strip_ansi
-from .config import FrameworkSpec
-from .devices import GPU, DevicePool, Lease, cpu_name
-from .kernel import CellResult, KernelSession
-from .plan import SessionPlan
+from livecells import __version__
+from livecells.model.text import strip_ansi
+from livecells.model.frameworks import FrameworkSpec
+from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
+from livecells.execute.kernel import CellResult, KernelSession
+from livecells.model.plans import SessionPlan
 
 if TYPE_CHECKING:
-    from .forkserver import ForkServer
-    from .reaper import Guard
+    from livecells.execute.forkserver import ForkServer
+    from livecells.execute.reaper import Guard
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,10 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from .reaper import SESSION_VARIABLE, descendants, kill_tree, process_table
+from livecells.execute.reaper import SESSION_VARIABLE, descendants, kill_tree, process_table
 
 if TYPE_CHECKING:
-    from .config import FrameworkSpec
+    from livecells.model.frameworks import FrameworkSpec
 
 #: In every template's (and so every forked kernel's) command line, so tools that look for
 #: kernels by "ipykernel" in the command line (tests/conftest.py) find them too.

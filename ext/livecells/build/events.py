@@ -30,18 +30,20 @@ from sphinx.util import logging
 from sphinx.util.console import bold
 from sphinx.util.display import terminal_supports_colour
 
-from .config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
-from .devices import GPU, detect_gpus
-from .plan import PagePlan, SessionPlan, file_hashes, files_digest, plans, session_keys, session_plans
-from .schema import repair_session
-from .store import OutputStore, StoreProblem
+from livecells.config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
+from livecells.execute.devices import GPU, detect_gpus
+from livecells.model.plans import PagePlan, SessionPlan
+from livecells.plan.keys import FileHashes, files_digest, session_keys
+from livecells.read.collect import plans, session_plans
+from livecells.store.schema import repair_session
+from livecells.store.files import OutputStore, StoreProblem
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
-    from .environment import Fingerprint
-    from .execute import Scheduler, SessionJob
-    from .forkserver import ForkServer
-from .problems import report_session
-from .summary import Problem, SessionSummary, write_summary
+    from livecells.execute.environment import Fingerprint
+    from livecells.execute.scheduler import Scheduler, SessionJob
+    from livecells.execute.forkserver import ForkServer
+from livecells.build.problems import report_session
+from livecells.build.summary import Problem, SessionSummary, write_summary
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,13 @@ def build_state(app: Sphinx) -> BuildState:
 
 def store_of(app: Sphinx) -> OutputStore:
     return OutputStore(Path(app.srcdir) / get_config(app).store)
+
+
+def file_hashes(env: BuildEnvironment) -> FileHashes:
+    """The environment's cache of dependency digests (see :func:`file_digest`)."""
+    if not hasattr(env, "livecells_file_hashes"):
+        env.livecells_file_hashes = {}  # type: ignore[attr-defined]
+    return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
 
 
 def _file_digest(path: Path) -> str:
@@ -281,7 +290,7 @@ def _decide(
         return not_run(f"the page needs {needed} GPU(s); {state.gpu_slots} are available")
     gpus = state.gpu_slots and (1 if needed is None else needed)
 
-    from .environment import cached_fingerprint
+    from livecells.execute.environment import cached_fingerprint
 
     framework = config.frameworks[session.framework]
     if session.framework not in fingerprints:
@@ -307,7 +316,7 @@ def _decide(
         if leased_before and not gpus:
             # Never replace a GPU result by a CPU run when the code did not change.
             return "cached"
-    from .execute import SessionJob
+    from livecells.execute.scheduler import SessionJob
 
     job = SessionJob(
         plan=session,
@@ -328,10 +337,10 @@ def make_scheduler(
 ) -> Scheduler:
     """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
     if config.executor != "local":
-        from .dask_executor import DaskScheduler
+        from livecells.execute.dask import DaskScheduler
 
         return DaskScheduler(config.executor, jobs=config.jobs)
-    from .execute import LocalScheduler
+    from livecells.execute.scheduler import LocalScheduler
 
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
     return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server, guard=guard)
@@ -345,9 +354,12 @@ def _execute(
     jobs: list[SessionJob],
     changed_pages: set[str],
 ) -> None:
-    from .execute import run_async
+    from livecells.execute.scheduler import run_async
 
-    scheduler = make_scheduler(config, state.gpus, fork_server_of(app), guard_of(app))
+    # The seam for tests and for programs that drive Sphinx: ``app.livecells_scheduler_factory``
+    # (called like make_scheduler) replaces the scheduler; the build around it is unchanged.
+    factory = getattr(app, "livecells_scheduler_factory", None) or make_scheduler
+    scheduler = factory(config, state.gpus, fork_server_of(app), guard_of(app))
     total = len(jobs)
     started = time.perf_counter()
     done = 0
@@ -455,7 +467,7 @@ def _close_processes(state: BuildState) -> None:
         state.fork_server.close()
         state.fork_server = None
     if state.guard is not None:
-        from .reaper import set_subreaper
+        from livecells.execute.reaper import set_subreaper
 
         state.guard.close()
         state.guard = None
@@ -464,7 +476,7 @@ def _close_processes(state: BuildState) -> None:
 
 def guard_of(app: Sphinx) -> Any:
     """The build's guard (local execution), made on first use; this process becomes a subreaper."""
-    from .reaper import Guard, set_subreaper
+    from livecells.execute.reaper import Guard, set_subreaper
 
     state = build_state(app)
     if state.guard is None and get_config(app).executor == "local":
@@ -482,7 +494,7 @@ def fork_server_of(app: Sphinx) -> ForkServer | None:
         return None
     state = build_state(app)
     if state.fork_server is None:
-        from .forkserver import ForkServer
+        from livecells.execute.forkserver import ForkServer
 
         state.fork_server = ForkServer(warn=lambda message: logger.info(f"livecells: {message}"))
         # Ctrl-C ends a build without build-finished: close the templates on the way out too.
@@ -531,7 +543,7 @@ def on_builder_inited(app: Sphinx) -> None:
     config = get_config(app)
     if config.executor != "local" and config.execute in {"auto", "force"}:
         # A scheduler that cannot be reached stops the build before any page is read.
-        from .dask_executor import check_executor
+        from livecells.execute.dask import check_executor
 
         state.cluster = check_executor(config.executor)
         logger.info(f"livecells: {state.cluster.describe()}")

@@ -33,9 +33,9 @@ from typing import Any
 
 from sphinx.errors import ConfigError, ExtensionError
 
-from .devices import GPU, Lease, detect_gpus
-from .execute import OnDone, OnStart, SessionJob, run_session, session_record
-from .kernel import CellResult, KernelSession
+from livecells.execute.devices import GPU, Lease, detect_gpus
+from livecells.execute.scheduler import OnDone, OnStart, SessionJob, run_session, session_record
+from livecells.execute.kernel import CellResult, KernelSession
 
 GPU_RESOURCE = "GPU"
 #: Declared by workers that have more threads than CPU sessions they should run at once.

@@ -12,11 +12,11 @@ from typing import Any
 
 from sphinx.util import logging
 
-from .ansi import strip_ansi
-from .config import WARNING_TYPE
-from .plan import CellPlan, SessionPlan
-from .schema import one_line
-from .summary import Problem, traceback_text
+from livecells.model.text import strip_ansi
+from livecells.config import WARNING_TYPE
+from livecells.model.plans import CellPlan, SessionPlan
+from livecells.model.text import one_line
+from livecells.build.summary import Problem, traceback_text
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tup
 
 def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool) -> list[Problem]:
     """Warn about one executed session's problems, each located at its cell (or failing line)."""
-    from .execute import error_line
+    from livecells.execute.scheduler import error_line
 
     problems: list[Problem] = []
 

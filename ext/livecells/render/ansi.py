@@ -15,14 +15,9 @@ from __future__ import annotations
 import html
 import re
 
-from .schema import ESCAPE, strip_controls
+from livecells.model.text import ESCAPE, strip_controls
 
 COLOURS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
-
-
-def strip_ansi(text: str) -> str:
-    """``text`` without escape sequences or control characters (newline and tab are kept)."""
-    return strip_controls(ESCAPE.sub("", text))
 
 
 def ansi_to_html(text: str) -> str:

@@ -28,7 +28,7 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from .config import STDERR_MODES, WARNING_TYPE, app_of, get_config
+from livecells.config import STDERR_MODES, WARNING_TYPE, app_of, get_config
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,171 @@
+"""``python -m livecells``: convert d2lbook chapters, report stored timings, clear stored results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from livecells import __version__
+from livecells.model.text import one_line
+from livecells.store.files import OutputStore, StoreProblem
+
+
+def _store(args: argparse.Namespace) -> OutputStore:
+    source = Path(args.source_dir)
+    return OutputStore(Path(args.store) if args.store else source / "_livecells")
+
+
+def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per stored (page, framework) session, and the problems met reading the store."""
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for page in store.pages():
+        try:
+            sessions = store.load(page, problems)["sessions"]  # bad sessions: in problems
+        except StoreProblem as problem:
+            problems.append(str(problem))
+            continue
+        for framework, session in sorted(sessions.items()):
+            cells = session.get("cells", [])
+            times = [c["time"] for c in cells if isinstance(c.get("time"), (int, float))]
+            provenance = session.get("provenance", {})
+            rows.append(
+                {
+                    "page": page,
+                    "framework": framework,
+                    "status": session.get("status", "?"),
+                    "cells": len(cells),
+                    "errors": sum(1 for c in cells if c.get("status") not in {"ok", None}),
+                    "run_time": round(sum(times), 4),
+                    "duration": session.get("duration"),
+                    "device": provenance.get("device", ""),
+                    "framework_version": provenance.get("framework_version", ""),
+                    "host": provenance.get("host", ""),
+                    "date": provenance.get("date", ""),
+                }
+            )
+    return rows, problems
+
+
+def _table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    cells = [[title for _, title in columns]]
+    for row in rows:
+        cells.append([_fmt(row[key]) for key, _ in columns])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    """A table cell: stored text can hold anything, the terminal gets no control characters."""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return "" if value is None else one_line(str(value), 80)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    rows, problems = session_rows(_store(args))
+    for problem in problems:
+        print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print(f"no stored results in {_store(args).root}")
+        return 0
+    columns = [
+        ("page", "page"),
+        ("framework", "framework"),
+        ("status", "status"),
+        ("cells", "cells"),
+        ("run_time", "run time (s)"),
+        ("device", "device"),
+        ("framework_version", "version"),
+        ("host", "host"),
+        ("date", "date"),
+    ]
+    print(_table(rows, columns))
+    total = sum(r["run_time"] for r in rows)
+    print(f"\n{len(rows)} session(s), {total:.2f} s of cell run time")
+    return 0
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    store = _store(args)
+    pages = args.pages or store.pages()
+    frameworks = args.framework or None
+    removed = 0
+    for page in pages:
+        page = page.rsplit(".", 1)[0] if page.endswith((".rst", ".md")) else page
+        try:
+            changed = store.remove(page, frameworks)
+        except StoreProblem as problem:
+            hint = "; clear the page without --framework to remove its file" if frameworks else ""
+            print(f"warning: {one_line(str(problem), 2000)}{hint}", file=sys.stderr)
+            continue
+        if changed:
+            removed += 1
+            print(f"cleared {page}" + (f" [{', '.join(frameworks)}]" if frameworks else ""))
+    if not removed:
+        print("nothing to clear")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m livecells",
+        description="Tools for books whose code cells livecells executes at sphinx-build time.",
+    )
+    parser.add_argument("--version", action="version", version=f"livecells {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    from livecells.cli.convert import add_subcommand
+
+    add_subcommand(commands)
+
+    def store_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "-s", "--source-dir", default=".", help="the book's Sphinx source folder (default: .)"
+        )
+        sub.add_argument(
+            "--store", help="the store folder (default: SOURCE_DIR/_livecells, as livecells_store)"
+        )
+
+    report = commands.add_parser(
+        "report", help="the stored sessions as a table", description="Show each stored (page, "
+        "framework) session: status, cells, run time, device, where and when it ran."
+    )
+    store_options(report)
+    report.add_argument("--json", action="store_true", help="print the rows as JSON")
+    report.set_defaults(func=cmd_report)
+
+    clear = commands.add_parser(
+        "clear", help="drop stored results", description="Drop the stored results of the "
+        "given pages (docnames, e.g. chapter/intro), or of every page; they run again next build."
+    )
+    store_options(clear)
+    clear.add_argument("pages", nargs="*", metavar="PAGE", help="docnames (default: all pages)")
+    clear.add_argument(
+        "-f", "--framework", action="append", help="only this framework's results (repeatable)"
+    )
+    clear.set_defaults(func=cmd_clear)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "convert":
+        from livecells.cli import convert_md  # d2lbook markdown sources (.md) become MyST Markdown
+
+        if convert_md.wants_markdown(args.input):
+            return convert_md.run(args)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""A page's cells as plain data: what the read stage hands to every later stage.
+
+:class:`PagePlan` is one page's cells in document order with its ``live-settings``;
+:class:`SessionPlan` is what one kernel runs (one page, one framework); :class:`CellPlan` is
+one cell as those sessions see it. Nothing here knows Sphinx: a Dask worker unpickles these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Bumped when the way a session is executed changes what it would produce.
+KEY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One cell as the sessions that run it see it."""
+
+    index: int  # position among the page's cells
+    frameworks: tuple[str, ...]  # resolved: never "all"
+    code: str
+    line: int  # the directive's line in the source
+    code_line: int  # the line of the first line of code
+    timeout: float | None = None
+    raises: tuple[str, ...] | None = None
+    stderr: str = "show"
+    is_all: bool = False
+    #: The file the cell is written in (an ``include``d one, say); "" = the page's own.
+    source: str = ""
+    #: The expressions of the ``only`` directives around the cell: it runs only in builds whose
+    #: tags satisfy them all (``.. only:: latex`` cells do not run in HTML builds).
+    only: tuple[str, ...] = ()
+
+    def location(self, line: int | None = None) -> str:
+        """``file:line`` for a warning about this cell (``line``: default, the directive's)."""
+        return f"{self.source}:{self.line if line is None else line}"
+
+    def included(self, tags: Any) -> bool:
+        """Whether a build with ``tags`` (Sphinx's :class:`~sphinx.util.tags.Tags`) shows the cell."""
+        if tags is None or not self.only:
+            return True
+        try:
+            return all(tags.eval_condition(expr) for expr in self.only)
+        except Exception:  # noqa: BLE001 - Sphinx warns about a bad expression itself, and keeps it
+            return True
+
+    def expects(self, ename: str) -> bool:
+        """Whether ``:raises:`` makes an error named ``ename`` expected (bare ``:raises:``: any)."""
+        if self.raises is None:
+            return False
+        return not self.raises or ename in self.raises or ename.rsplit(".", 1)[-1] in self.raises
+
+    @property
+    def code_sha(self) -> str:
+        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class PageSettings:
+    gpus: int | None = None
+    timeout: float | None = None
+    depends: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PagePlan:
+    """A page's cells in document order, and its settings."""
+
+    docname: str
+    source: str  # path of the page's source file
+    cells: tuple[CellPlan, ...]
+    settings: PageSettings = field(default_factory=PageSettings)
+
+    @property
+    def frameworks(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for cell in self.cells:
+            seen.update(dict.fromkeys(cell.frameworks))
+        return list(seen)
+
+    def session(self, framework: str, tags: Any = None) -> SessionPlan:
+        """The framework's session; with the build's ``tags``, only the cells the build shows."""
+        return SessionPlan(
+            docname=self.docname,
+            framework=framework,
+            source=self.source,
+            cells=tuple(c for c in self.cells if framework in c.frameworks and c.included(tags)),
+            settings=self.settings,
+        )
+
+    def sessions(self, order: Iterable[str], tags: Any = None) -> list[SessionPlan]:
+        """One session per framework the page uses (and the build shows), in configured order."""
+        used = set(self.frameworks)
+        found = [self.session(fw, tags) for fw in order if fw in used]
+        return [s for s in found if s.cells]
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What one kernel must run: one page's cells for one framework, in order."""
+
+    docname: str
+    framework: str
+    source: str
+    cells: tuple[CellPlan, ...]
+    settings: PageSettings
+
+    @property
+    def cwd(self) -> str:
+        return os.path.dirname(self.source)
+
+    @property
+    def name(self) -> str:
+        return f"{self.docname} [{self.framework}]"
+
+    def code_key(self, depends_digest: str) -> str:
+        """Hash of what decides this session's results, besides the machine: its cells' code in
+        order (with the options that change execution) and the page's ``:depends:`` files."""
+        digest = hashlib.sha256()
+        header = {"v": KEY_VERSION, "framework": self.framework, "depends": depends_digest}
+        digest.update(json.dumps(header, sort_keys=True).encode())
+        for cell in self.cells:
+            digest.update(json.dumps([cell.code, cell.timeout]).encode())
+            digest.update(b"\0")
+        return digest.hexdigest()

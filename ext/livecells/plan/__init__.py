@@ -1,0 +1,1 @@
+"""Plan stage: the keys of every session, and what runs (see :mod:`.decide`)."""

@@ -1,0 +1,88 @@
+"""Session keys: what decides whether a stored session's results still stand.
+
+Each session's key is a hash of its cells' code in order (with the options that change
+execution) and of the page's ``:depends:`` files (and the book's ``livecells_depends``). The
+environment's fingerprint (kernelspec, versions) is kept beside the key, not in it, so the
+device policy can tell "the code changed" from "the machine changed". Nothing here knows Sphinx.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from livecells.model.plans import PagePlan
+
+
+#: Per file: (size, mtime_ns, ctime_ns, inode) and the content's digest, kept in the build
+#: environment so that an unchanged (perhaps huge) dependency is not read again each build.
+FileHashes = dict[str, tuple[tuple[int, int, int, int], str]]
+CHUNK = 1 << 20
+
+
+def file_digest(path: str, hashes: FileHashes | None = None) -> str:
+    """SHA-256 of a file's content, read in chunks; reused from ``hashes`` while the file's
+    size, times and inode are unchanged. A fresh clone has no ``hashes``: everything is read."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return "<unreadable>"
+    signature = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    known = hashes.get(path) if hashes is not None else None
+    if known is not None and tuple(known[0]) == signature:
+        return known[1]
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return "<unreadable>"
+    if hashes is not None:
+        hashes[path] = (signature, digest.hexdigest())
+    return digest.hexdigest()
+
+
+def files_digest(
+    base: str, patterns: Iterable[str], hashes: FileHashes | None = None
+) -> tuple[str, list[str]]:
+    """Hash of the files that glob ``patterns`` (relative to ``base``) match, by path and
+    content, and the patterns that matched nothing."""
+    files: dict[Path, None] = {}
+    unmatched = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(os.path.join(base, pattern), recursive=True))
+        matches = [m for m in matches if os.path.isfile(m)]
+        if not matches:
+            unmatched.append(pattern)
+        files.update(dict.fromkeys(Path(m).resolve() for m in matches))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(os.fsencode(os.path.relpath(path, base)) + b"\0")
+        digest.update(file_digest(str(path), hashes).encode() + b"\0")
+    return digest.hexdigest(), unmatched
+
+
+def depends_digest(page: PagePlan, hashes: FileHashes | None = None) -> tuple[str, list[str]]:
+    """Hash of the files the page's ``:depends:`` globs match (paths and contents), and the
+    patterns that matched nothing."""
+    return files_digest(os.path.dirname(page.source), page.settings.depends, hashes)
+
+
+def session_keys(
+    page: PagePlan,
+    order: Iterable[str],
+    hashes: FileHashes | None = None,
+    book: str = "",
+    tags: Any = None,
+) -> tuple[dict[str, str], list[str]]:
+    """Each of the page's sessions' key by framework (the :depends: files read once), and the
+    :depends: patterns that matched nothing. ``book`` is the digest of ``livecells_depends``."""
+    digest, unmatched = depends_digest(page, hashes)
+    if book:
+        digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
+    return {s.framework: s.code_key(digest) for s in page.sessions(order, tags)}, unmatched
