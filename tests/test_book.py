@@ -52,7 +52,7 @@ def book(tmp_path_factory, rootdir):
     other.write_text(other.read_text().replace('"torch" + "other"', '"torch" + "changed"'))
     rebuilt, _ = _build(src, "html")
     result["report_after"] = (rebuilt.outdir / "report.html").read_text(encoding="utf-8")
-    result["state_after"] = rebuilt.livecells_state
+    result["state_after"] = rebuilt.env.livecells_outcome
     result["kernels_left"] = kernel_processes()
     return result
 

@@ -181,11 +181,11 @@ def test_a_worker_that_cannot_serve_a_session_gives_a_failed_record(cluster, tmp
         [_job(tmp_path / "elsewhere" / "lost.rst", "1"), _job(tmp_path / "gpu.rst", "1", gpus=1)],
     )
     lost = records["lost"]
-    assert lost["status"] == "failed"
-    assert "cannot see the source tree" in lost["message"] and "elsewhere" in lost["message"]
-    assert lost["provenance"]["worker"] in local.scheduler_info["workers"]
-    assert records["gpu"]["status"] == "failed"
-    assert "declares 1 GPU" in records["gpu"]["message"]
+    assert lost.status == "failed"
+    assert "cannot see the source tree" in lost.message and "elsewhere" in lost.message
+    assert lost.provenance.extra["worker"] in local.scheduler_info["workers"]
+    assert records["gpu"].status == "failed"
+    assert "declares 1 GPU" in records["gpu"].message
 
 
 def test_cancelling_the_run_cancels_the_cluster_tasks_and_their_kernels(cluster, tmp_path):
@@ -221,11 +221,11 @@ def test_a_session_whose_workers_die_is_retried_once_then_reported_as_a_crash(cl
         record = _run(local.scheduler_address, [_job(page, kill, "print('never')")])["crash"]
     finally:
         client.wait_for_workers(2, timeout=60)
-    assert record["status"] == "crashed"
-    first, second = record["cells"]
-    assert first["status"] == "died"
-    assert "died, 2 time(s)" in first["error"]["evalue"]
-    assert second["status"] == "not-run"
+    assert record.status == "crashed"
+    first, second = record.cells
+    assert first.status == "died"
+    assert "died, 2 time(s)" in first.evalue
+    assert second.status == "not-run"
     pids = [int(p) for p in (tmp_path / "pids.txt").read_text().split()]
     assert 2 <= len(pids) <= 3  # a third start is cancelled, perhaps after its kernel started
     assert _gone(pids, within=10)  # orphaned kernels notice their worker is gone and exit
@@ -246,9 +246,9 @@ def test_a_session_whose_worker_dies_once_is_run_again_elsewhere(cluster, tmp_pa
         record = _run(local.scheduler_address, [_job(page, kill_once)])["once"]
     finally:
         client.wait_for_workers(2, timeout=60)
-    assert record["status"] == "ok"
-    assert record["cells"][0]["outputs"][0]["text"] == "survived\n"
-    provenance = record["provenance"]
+    assert record.status == "ok"
+    assert record.cells[0].outputs[0]["text"] == "survived\n"
+    provenance = record.provenance.extra
     assert provenance["attempts"] == 2
     assert len(provenance["lost_workers"]) == 1
     assert provenance["worker"] not in provenance["lost_workers"]
@@ -267,5 +267,5 @@ def test_a_gpu_session_goes_to_a_worker_declaring_gpus_which_must_see_them(tmp_p
         info = check_executor(local.scheduler_address, timeout=10)
         assert (info.gpus_per_worker, info.total_gpus) == (1, 1)
         record = _run(local.scheduler_address, [_job(page, "1", gpus=1)])["gpu"]
-    assert record["status"] == "failed"
-    assert "cannot lend GPUs: it declares GPU=1 but sees 0 GPU(s)" in record["message"], record["message"]
+    assert record.status == "failed"
+    assert "cannot lend GPUs: it declares GPU=1 but sees 0 GPU(s)" in record.message, record.message

@@ -323,10 +323,10 @@ def test_a_bad_session_runs_again_and_is_replaced(site, no_kernel_left):
     # (The hand-written sessions have made-up keys: the good ones run again too.)
     stored = json.loads(path.read_text())["sessions"]
     check_session(stored["alpha"])
-    assert stored["alpha"]["run_id"] == app.livecells_state.run_id
+    assert stored["alpha"]["run_id"] == app.env.livecells_outcome.run_id
     assert "first" in outputs(cell_with(page(app), 'print("first")'))
     app, warnings = build_site(site)
-    assert not warnings_of(warnings, "store") and app.livecells_state.ran == 0
+    assert not warnings_of(warnings, "store") and app.env.livecells_outcome.ran == 0
 
 
 def test_the_report_directive_and_cli_survive_bad_sessions(site):

@@ -347,16 +347,16 @@ def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootd
     (src / "d2l").mkdir()
     (src / "d2l" / "torch.py").write_text("VERSION = 1\n")
     app, warnings = build_site(src)
-    assert app.livecells_state.ran == 3  # index, page1, page2
+    assert app.env.livecells_outcome.ran == 3  # index, page1, page2
     line = (src / "conf.py").read_text().splitlines().index(BOOK_CONF.strip()) + 1
     assert f"conf.py:{line}: WARNING: livecells_depends: 'nothing/*.txt' matches no file" in warnings
     app, _ = build_site(src)
-    assert app.livecells_state.ran == 0  # unchanged: nothing runs
+    assert app.env.livecells_outcome.ran == 0  # unchanged: nothing runs
     (src / "d2l" / "torch.py").write_text("VERSION = 2\n")
     app, _ = build_site(src)
-    assert app.livecells_state.ran == 3  # every page
+    assert app.env.livecells_outcome.ran == 3  # every page
     app, _ = build_site(src)
-    assert app.livecells_state.ran == 0
+    assert app.env.livecells_outcome.ran == 0
 
 
 # --- Class 6: every cell is located in its own file, and runs only where it is shown ----------

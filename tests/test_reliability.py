@@ -35,7 +35,7 @@ def bad(tmp_path_factory, rootdir):
         "src": src,
         "out": app.outdir,
         "warnings": warnings,
-        "state": app.livecells_state,
+        "state": app.env.livecells_outcome,
         "kernels_left": kernel_processes(),
     }
 

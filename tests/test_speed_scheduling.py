@@ -14,7 +14,7 @@ import pytest
 from livecells.model.frameworks import FrameworkSpec
 from livecells.execute.devices import GPU
 from livecells.execute.scheduler import LocalScheduler, SessionJob
-from livecells.execute.kernel import CellResult
+from livecells.model.records import CellRecord
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
 
 FRAMEWORK = FrameworkSpec(name="alpha", label="Alpha")
@@ -53,7 +53,7 @@ def fake_session_class(rec: Recorder, start_s: float = 0.02, cell_s: float = 0.0
             finally:
                 rec.starting -= 1
 
-        async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> CellResult:
+        async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> CellRecord:
             rec.events.append(("cell", self.name))
             if rec.starting:
                 rec.overlaps.append(f"a cell of {self.name} ran while a kernel started")
@@ -62,7 +62,7 @@ def fake_session_class(rec: Recorder, start_s: float = 0.02, cell_s: float = 0.0
                 await asyncio.sleep(cell_s)
             finally:
                 rec.running -= 1
-            return CellResult(status="ok", time=cell_s, execution_count=1)
+            return CellRecord(status="ok", time=cell_s, execution_count=1)
 
         async def probe(self) -> dict[str, Any]:
             return {}
@@ -104,7 +104,7 @@ def test_kernels_start_in_batches_between_sessions_never_beside_a_cell() -> None
     jobs = [job(f"p{i}", cells=3 - i % 2) for i in range(7)]
     records = run_jobs(scheduler, jobs)
     assert sorted(records) == sorted(j.plan.docname for j in jobs)
-    assert all(r["status"] == "ok" for r in records.values()), records
+    assert all(r.status == "ok" for r in records.values()), records
     assert rec.overlaps == []
     assert rec.most_starting == 3  # three kernels at once
     assert sum(kind == "start" for kind, _ in rec.events) == 7  # one kernel per session
@@ -132,7 +132,7 @@ def test_gpu_sessions_are_not_started_ahead() -> None:
         [GPU(index=0, name="G")], 1, prestart=4, session_class=fake_session_class(rec)
     )
     records = run_jobs(scheduler, [job("g0", gpus=1), job("c0"), job("g1", gpus=1), job("c1")])
-    assert all(r["status"] == "ok" for r in records.values()), records
+    assert all(r.status == "ok" for r in records.values()), records
     assert rec.overlaps == []
     assert rec.alive == set()
     gpu_starts = [i for i, (kind, name) in enumerate(rec.events) if kind == "start" and name.startswith("/g")]
@@ -145,9 +145,9 @@ def test_a_kernel_that_fails_to_start_ahead_fails_its_session_only() -> None:
     rec.fail = {"/p1"}
     scheduler = LocalScheduler([], 1, prestart=3, session_class=fake_session_class(rec))
     records = run_jobs(scheduler, [job(f"p{i}") for i in range(3)])
-    assert records["p1"]["status"] == "failed"
-    assert "no kernel today" in records["p1"]["message"]
-    assert records["p0"]["status"] == records["p2"]["status"] == "ok"
+    assert records["p1"].status == "failed"
+    assert "no kernel today" in records["p1"].message
+    assert records["p0"].status == records["p2"].status == "ok"
     assert rec.alive == set()
 
 

@@ -22,7 +22,7 @@ def build(src: Path, *, fresh: bool = False, **overrides):
     app, warnings = build_site(
         src, freshenv=fresh, confoverrides={f"livecells_{k}": v for k, v in overrides.items()}
     )
-    return app.livecells_state, warnings, app
+    return app.env.livecells_outcome, warnings, app
 
 
 @pytest.fixture

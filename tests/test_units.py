@@ -6,7 +6,7 @@ from livecells.render.ansi import ansi_to_html
 from livecells.model.text import strip_ansi
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, TORCH_SYNC
 from livecells.config import read_config
-from livecells.execute.scheduler import error_line
+from livecells.model.records import CellRecord
 from livecells.execute.outputs import MAX_OUTPUTS, OutputCollector
 from livecells.model.streams import process_stream
 
@@ -78,5 +78,6 @@ def test_collector_refuses_huge_images():
 
 def test_error_line_reads_the_cell_frame():
     tb = ["\x1b[31mValueError\x1b[39m", "\x1b[36mCell\x1b[39m In[4], line 3\n----> 3 raise ValueError", "x"]
-    assert error_line({"execution_count": 4, "error": {"traceback": tb, "ename": "ValueError"}}) == 3
-    assert error_line({"execution_count": 5, "error": {"traceback": tb, "ename": "ValueError"}}) is None
+    error = {"traceback": tb, "ename": "ValueError"}
+    assert CellRecord("error", execution_count=4, error=error).error_line() == 3
+    assert CellRecord("error", execution_count=5, error=error).error_line() is None

@@ -10,9 +10,10 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sphinx.application import Sphinx
+if TYPE_CHECKING:  # importing livecells (a Dask worker unpickling a job) does not load Sphinx
+    from sphinx.application import Sphinx
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     from livecells.read.directives import setup_directives
     from livecells.render.latex import setup_latex
     from livecells.render.notebooks import setup_notebooks
-    from livecells.build.events import setup_pipeline
+    from livecells.build.events import setup_build
     from livecells.read.collect import setup_collect
     from livecells.render.cells import setup_render
     from livecells.render.report import setup_report
@@ -29,7 +30,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_config(app)
     setup_directives(app)
     setup_collect(app)
-    setup_pipeline(app)
+    setup_build(app)
     setup_render(app)
     setup_notebooks(app)
     setup_report(app)

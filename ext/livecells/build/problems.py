@@ -16,7 +16,7 @@ from livecells.model.text import strip_ansi
 from livecells.config import WARNING_TYPE
 from livecells.model.plans import CellPlan, SessionPlan
 from livecells.model.text import one_line
-from livecells.build.summary import Problem, traceback_text
+from livecells.model.records import CellRecord, Problem, SessionRecord
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +43,8 @@ def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tup
     return found
 
 
-def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool) -> list[Problem]:
+def report_session(plan: SessionPlan, record: SessionRecord, allow_html: bool) -> list[Problem]:
     """Warn about one executed session's problems, each located at its cell (or failing line)."""
-    from livecells.execute.scheduler import error_line
-
     problems: list[Problem] = []
 
     def problem(kind: str, at: CellPlan, line: int, message: str, traceback: str = "") -> None:
@@ -56,20 +54,18 @@ def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool) 
         logger.warning(message, type=WARNING_TYPE, subtype=kind, location=location)
         problems.append(Problem(kind, location, message, traceback))
 
-    if record.get("message") and plan.cells:
+    if record.message and plan.cells:
         first = plan.cells[0]
-        problem("kernel", first, first.line, f"{plan.name}: {record['message']}")
+        problem("kernel", first, first.line, f"{plan.name}: {record.message}")
         return problems
-    by_index = {c["index"]: c for c in record["cells"]}
+    by_index = {c.index: c for c in record.cells}
     tag = f"live-cell [{plan.framework}]"
     for cell in plan.cells:
         result = by_index.get(cell.index)
         if result is None:
             continue
-        status = result["status"]
-        error = result.get("error") or {}
-        ename, evalue = error.get("ename", ""), error.get("evalue", "")
-        inner = error_line(result)
+        status, ename, evalue = result.status, result.ename, result.evalue
+        inner = result.error_line()
         line = cell.code_line + inner - 1 if inner else cell.line
         if status == "error" and not cell.expects(ename):
             # IPython names a cell's code after a temporary file: "(1850221797.py, line 1)".
@@ -83,16 +79,23 @@ def report_session(plan: SessionPlan, record: dict[str, Any], allow_html: bool) 
         elif status == "ok" and cell.raises is not None:
             expected = ", ".join(cell.raises) or "an error"
             problem("raises", cell, line, f"{tag}: expected {expected} (:raises:), but the cell ran without error")
-        if result.get("sync_error"):
+        if result.sync_error:
             problem("sync", cell, cell.line,
                 f"{tag}: the framework's sync code failed after the cell "
-                f"({result['sync_error']}); its time may leave out queued device work",
+                f"({result.sync_error}); its time may leave out queued device work",
             )
-        for kind, message in output_problems(result.get("outputs", []), allow_html):
+        for kind, message in output_problems(result.outputs, allow_html):
             problem(kind, cell, cell.line, f"{tag}: {message}")
         if status == "ok" and cell.stderr == "warn":
-            text = "".join(o.get("text", "") for o in result["outputs"] if o.get("name") == "stderr")
+            text = "".join(o.get("text", "") for o in result.outputs if o.get("name") == "stderr")
             if strip_ansi(text).strip():
                 first_line = strip_ansi(text).strip().splitlines()[0]
                 problem("stderr", cell, cell.line, f"{tag}: wrote to stderr: {first_line}")
     return problems
+
+
+def traceback_text(result: CellRecord) -> str:
+    """A cell's error as plain text, for report.txt."""
+    error = result.error or {}
+    text = "\n".join(error.get("traceback", [])) or f"{error.get('ename')}: {error.get('evalue')}"
+    return strip_ansi(text)

@@ -1,6 +1,6 @@
 """What a build did, for people and for CI: located problems, a report file, JSON and JUnit XML.
 
-Each (page, framework) session of the build gets a :class:`SessionSummary`: where its results
+Each (page, framework) session of the build has a :class:`~livecells.model.records.SessionOutcome`: where its results
 came from (run now, the store, or the page's recorded outputs), its status and its problems,
 each located at ``file:line``. At the end of the build they are written under
 ``<outdir>/_livecells/``: ``summary.json``, ``junit.xml`` (one test case per session) and
@@ -11,63 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from livecells.model.text import strip_ansi
+from livecells.model.records import SessionOutcome
 from livecells.model.text import strip_controls
 
 
-@dataclass
-class Problem:
-    kind: str  # the warning subtype: error, timeout, crash, stderr, kernel, ...
-    location: str  # path:line
-    message: str
-    traceback: str = ""
-
-
-@dataclass
-class SessionSummary:
-    page: str
-    framework: str
-    source: str
-    origin: str  # "run", "store" or "recorded"
-    status: str  # ok, error, timeout, crashed, failed, not-run
-    cells: int = 0
-    duration: float | None = None
-    device: str = ""
-    date: str = ""
-    reason: str = ""  # why it did not run in this build, if it did not
-    problems: list[Problem] = field(default_factory=list)
-
-    @classmethod
-    def from_record(
-        cls, page: str, framework: str, source: str, origin: str, record: dict[str, Any] | None
-    ) -> SessionSummary:
-        if record is None:
-            return cls(page, framework, source, origin, "not-run")
-        provenance = record.get("provenance", {})
-        return cls(
-            page,
-            framework,
-            source,
-            origin,
-            record.get("status", "?"),
-            cells=len(record.get("cells", [])),
-            duration=record.get("duration"),
-            device=provenance.get("device", ""),
-            date=provenance.get("date", ""),
-        )
-
-
-def traceback_text(result: dict[str, Any]) -> str:
-    error = result.get("error") or {}
-    text = "\n".join(error.get("traceback", [])) or f"{error.get('ename')}: {error.get('evalue')}"
-    return strip_ansi(text)
-
-
-def write_summary(directory: str | os.PathLike[str], sessions: list[SessionSummary], totals: dict[str, Any]) -> None:
+def write_summary(directory: str | os.PathLike[str], sessions: list[SessionOutcome], totals: dict[str, Any]) -> None:
     """Write summary.json, junit.xml and report.txt into ``directory``."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
@@ -85,7 +37,7 @@ def write_summary(directory: str | os.PathLike[str], sessions: list[SessionSumma
     (folder / "report.txt").write_text(report, encoding="utf-8", errors="backslashreplace")
 
 
-def junit_xml(sessions: list[SessionSummary], totals: dict[str, Any]) -> bytes:
+def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
     """One test case per session; a session with problems fails with its located messages."""
     import xml.etree.ElementTree as ET  # only a build with sessions writes this
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from livecells import __version__
 from livecells.model.text import one_line
-from livecells.store.files import OutputStore, StoreProblem
+from livecells.model.records import unexpected_errors
+from livecells.store import OutputStore, StoreProblem
 
 
 def _store(args: argparse.Namespace) -> OutputStore:
@@ -25,27 +26,25 @@ def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
     problems: list[str] = []
     for page in store.pages():
         try:
-            sessions = store.load(page, problems)["sessions"]  # bad sessions: in problems
+            records = store.records(page, problems)  # bad sessions: in problems
         except StoreProblem as problem:
             problems.append(str(problem))
             continue
-        for framework, session in sorted(sessions.items()):
-            cells = session.get("cells", [])
-            times = [c["time"] for c in cells if isinstance(c.get("time"), (int, float))]
-            provenance = session.get("provenance", {})
+        for framework, record in sorted(records.items()):
             rows.append(
                 {
                     "page": page,
                     "framework": framework,
-                    "status": session.get("status", "?"),
-                    "cells": len(cells),
-                    "errors": sum(1 for c in cells if c.get("status") not in {"ok", None}),
-                    "run_time": round(sum(times), 4),
-                    "duration": session.get("duration"),
-                    "device": provenance.get("device", ""),
-                    "framework_version": provenance.get("framework_version", ""),
-                    "host": provenance.get("host", ""),
-                    "date": provenance.get("date", ""),
+                    "status": record.status,
+                    "cells": len(record.cells),
+                    # As the pages and the report count them: an error :raises: expected is none.
+                    "errors": unexpected_errors(record),
+                    "run_time": round(record.cell_seconds() or 0.0, 4),
+                    "duration": record.duration,
+                    "device": record.provenance.device,
+                    "framework_version": record.provenance.framework_version,
+                    "host": record.provenance.host,
+                    "date": record.provenance.date,
                 }
             )
     return rows, problems

@@ -35,7 +35,8 @@ from sphinx.errors import ConfigError, ExtensionError
 
 from livecells.execute.devices import GPU, Lease, detect_gpus
 from livecells.execute.scheduler import OnDone, OnStart, SessionJob, run_session, session_record
-from livecells.execute.kernel import CellResult, KernelSession
+from livecells.execute.kernel import KernelSession
+from livecells.model.records import CellRecord, SessionRecord
 
 GPU_RESOURCE = "GPU"
 #: Declared by workers that have more threads than CPU sessions they should run at once.
@@ -221,9 +222,9 @@ def _task_key(job: SessionJob) -> str:
     return f"livecells-{name}-{uuid.uuid4().hex[:12]}"
 
 
-def _results(job: SessionJob, first: CellResult | None, reason: str) -> dict[int, CellResult]:
+def _results(job: SessionJob, first: CellRecord | None, reason: str) -> dict[int, CellRecord]:
     results = {
-        cell.index: CellResult(
+        cell.index: CellRecord(
             status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []}
         )
         for cell in job.plan.cells
@@ -233,19 +234,19 @@ def _results(job: SessionJob, first: CellResult | None, reason: str) -> dict[int
     return results
 
 
-def failed_record(job: SessionJob, message: str, duration: float = 0.0) -> dict[str, Any]:
+def failed_record(job: SessionJob, message: str, duration: float = 0.0) -> SessionRecord:
     """The record of a session that could not run at all (status ``failed``)."""
     record = session_record(job, Lease(()), _results(job, None, message), {}, message, duration)
-    record["provenance"].update(device="", host="", device_kind="")
+    record.provenance = replace(record.provenance, device="", host="", device_kind="")
     return record
 
 
 def crash_record(
     job: SessionJob, lost: Sequence[dict[str, str]], duration: float
-) -> dict[str, Any]:
+) -> SessionRecord:
     """A session whose workers died on every attempt: reported like a dying kernel."""
     where = " and ".join(f"{w['worker']} ({w['host']})" for w in lost)
-    died = CellResult(
+    died = CellRecord(
         status="died",
         error={
             "ename": "DeadKernelError",
@@ -257,8 +258,10 @@ def crash_record(
     results = _results(job, died, "not run: the worker running the session died")
     record = session_record(job, Lease(()), results, {}, None, duration)
     last = lost[-1] if lost else {"worker": "", "host": ""}
-    record["provenance"].update(device="", device_kind="", host=last["host"], worker=last["worker"])
-    record["provenance"].update(attempts=len(lost), lost_workers=[w["worker"] for w in lost])
+    record.provenance = replace(record.provenance, device="", device_kind="", host=last["host"])
+    record.provenance.extra.update(
+        worker=last["worker"], attempts=len(lost), lost_workers=[w["worker"] for w in lost]
+    )
     return record
 
 
@@ -345,7 +348,7 @@ class _ClusterRun:
         self._announce(token)
         on_done(job, record)
 
-    async def _execute(self, job: SessionJob, token: str) -> dict[str, Any]:
+    async def _execute(self, job: SessionJob, token: str) -> SessionRecord:
         started = time.perf_counter()
         if job.gpus > self.info.gpus_per_worker:
             return failed_record(
@@ -374,13 +377,12 @@ class _ClusterRun:
         lost = self.starts.get(token, [])[:-1]
         record = await self._outcome(job, token, future, duration)
         if lost:
-            record["provenance"]["attempts"] = len(lost) + 1
-            record["provenance"]["lost_workers"] = [w["worker"] for w in lost]
+            record.provenance.extra.update(attempts=len(lost) + 1, lost_workers=[w["worker"] for w in lost])
         return record
 
     async def _outcome(
         self, job: SessionJob, token: str, future: Any, duration: float
-    ) -> dict[str, Any]:
+    ) -> SessionRecord:
         """The record a finished task returned, or one that says why there is none."""
         from distributed import KilledWorker
 
@@ -537,7 +539,7 @@ def _still_wanted(worker: Any, key: str) -> bool:
 
 async def _run_watched(
     job: SessionJob, lease: Lease, wanted: Callable[[], bool]
-) -> dict[str, Any] | None:
+) -> SessionRecord | None:
     """Run the session; stop it (and its kernel) if its task is cancelled meanwhile."""
     # A plain launch: the kernel is the worker's own child, whatever the local default becomes.
     session = asyncio.ensure_future(run_session(job, lease, session_factory=KernelSession))
@@ -552,7 +554,7 @@ async def _run_watched(
             return None
 
 
-def run_on_worker(job: SessionJob, key: str, topic: str) -> dict[str, Any]:
+def run_on_worker(job: SessionJob, key: str, topic: str) -> SessionRecord:
     """The Dask task of one session: run it in a fresh kernel on this worker; return its record."""
     from distributed import get_worker
 
@@ -561,7 +563,7 @@ def run_on_worker(job: SessionJob, key: str, topic: str) -> dict[str, Any]:
     worker.log_event(topic, {"token": key, "worker": worker.address, "host": host})
     started = time.perf_counter()
     problem = source_problem(job)
-    record: dict[str, Any] | None = None
+    record: SessionRecord | None = None
     if problem is not None:
         problem = (
             f"the Dask worker {worker.address} on {host} cannot see the source tree: {problem} "
@@ -579,6 +581,6 @@ def run_on_worker(job: SessionJob, key: str, topic: str) -> dict[str, Any]:
             problem = f"the Dask worker {worker.address} on {host} cannot lend GPUs: {err}"
     if record is None:
         record = failed_record(job, problem or "not run", time.perf_counter() - started)
-    record["provenance"]["worker"] = worker.address
-    record["provenance"]["host"] = host
+    record.provenance.extra["worker"] = worker.address
+    record.provenance.host = host
     return record

@@ -3,7 +3,7 @@
 :class:`KernelSession` starts a kernel (jupyter_client + the framework's kernelspec) in the page's
 folder with its devices leased through ``CUDA_VISIBLE_DEVICES``, installs a small hook in the
 kernel that times each cell with ``perf_counter`` after the framework's queued device work has
-finished, preloads the framework, runs cells and returns each one as a :class:`CellResult` of
+finished, preloads the framework, runs cells and returns each one as a :class:`CellRecord` of
 plain data (Jupyter mime bundles). It knows nothing of Sphinx.
 """
 
@@ -18,7 +18,6 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
 from livecells.model.frameworks import FrameworkSpec
+from livecells.model.records import CellRecord
 from livecells.execute.outputs import OutputCollector, SessionDisplays
 from livecells.execute.reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
 
@@ -194,28 +194,6 @@ def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
 
 TIME_EXPRESSION = "__import__('sys').modules['_livecells_kernel'].last"
 PROBE_EXPRESSION = "__import__('json').dumps(__import__('sys').modules['_livecells_kernel'].probe())"
-
-
-@dataclass
-class CellResult:
-    """What one cell produced, as plain data."""
-
-    status: str  # "ok", "error", "timeout", "died", "not-run"
-    outputs: list[dict[str, Any]] = field(default_factory=list)
-    time: float | None = None
-    execution_count: int | None = None
-    error: dict[str, Any] | None = None  # ename, evalue, traceback (of the cell's error)
-
-    def to_json(self) -> dict[str, Any]:
-        data = {
-            "status": self.status,
-            "outputs": self.outputs,
-            "time": self.time,
-            "execution_count": self.execution_count,
-        }
-        if self.error:
-            data["error"] = self.error
-        return data
 
 
 async def _dead(pid: int, timeout: float) -> bool:
@@ -489,7 +467,7 @@ class KernelSession:
             return f"the kernel died of {name}{hint}"
         return f"the kernel exited with status {code}"
 
-    async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> CellResult:
+    async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> CellRecord:
         """Run one cell; errors, timeouts and a dying kernel become the cell's result.
 
         ``last``: no cell follows, so the session's :meth:`probe` comes with this cell's reply
@@ -505,7 +483,7 @@ class KernelSession:
         except asyncio.TimeoutError:
             await self._interrupt(msg_id, collector)
             interrupted = collector.error or {}
-            return CellResult(
+            return CellRecord(
                 status="timeout",
                 outputs=collector.outputs,
                 error={
@@ -517,7 +495,7 @@ class KernelSession:
             )
         except KernelDied as died:
             self.broken = str(died)
-            return CellResult(
+            return CellRecord(
                 status="died",
                 outputs=collector.outputs,
                 error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
@@ -545,7 +523,7 @@ class KernelSession:
                 "evalue": content.get("evalue", ""),
                 "traceback": list(content.get("traceback", [])),
             }
-        return CellResult(
+        return CellRecord(
             status=status,
             outputs=collector.outputs,
             time=elapsed,

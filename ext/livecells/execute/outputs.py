@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
 from livecells.model.streams import StreamText
 
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml", "image/webp")
-MAX_IMAGE_BYTES = 10 * 2**20
 MAX_OUTPUTS = 500
 
 

@@ -12,20 +12,19 @@ import asyncio
 import datetime as dt
 import functools
 import os
-import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jupyter_client.kernelspec import NoSuchKernel
 
 from livecells import __version__
-from livecells.model.text import strip_ansi
 from livecells.model.frameworks import FrameworkSpec
 from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
-from livecells.execute.kernel import CellResult, KernelSession
+from livecells.execute.kernel import KernelSession
+from livecells.model.records import CellRecord, Provenance, SessionRecord
 from livecells.model.plans import SessionPlan
 
 if TYPE_CHECKING:
@@ -45,7 +44,6 @@ class SessionJob:
     default_timeout: float
     output_limit: int
     log_path: str | None = None
-    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def weight(self) -> int:
@@ -53,7 +51,7 @@ class SessionJob:
         return len(self.plan.cells)
 
 
-OnDone = Callable[[SessionJob, dict[str, Any]], None]
+OnDone = Callable[[SessionJob, SessionRecord], None]
 OnStart = Callable[[SessionJob], None]
 
 
@@ -178,8 +176,8 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _not_run(reason: str) -> CellResult:
-    return CellResult(status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []})
+def _not_run(reason: str) -> CellRecord:
+    return CellRecord(status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []})
 
 
 async def start_session(
@@ -192,7 +190,6 @@ async def start_session(
         devices=lease.cuda_visible_devices,
         log_path=job.log_path,
         output_limit=job.output_limit,
-        extra_env=job.extra_env,
     )
     try:
         await kernel.start()
@@ -208,12 +205,12 @@ async def run_session(
     *,
     session_factory: Callable[..., KernelSession] = KernelSession,
     kernel: Awaitable[KernelSession] | None = None,
-) -> dict[str, Any]:
+) -> SessionRecord:
     """Run every cell of one session in a fresh kernel (``kernel``: one started ahead for it)
     and return the session's record; the kernel is shut down at the end."""
     plan = job.plan
     started = time.perf_counter()
-    results: dict[int, CellResult] = {}
+    results: dict[int, CellRecord] = {}
     probe: dict[str, Any] = {}
     message: str | None = None
     budget = plan.settings.timeout  # the page's budget for its cells, if it set one
@@ -254,12 +251,12 @@ async def run_session(
 def session_record(
     job: SessionJob,
     lease: Lease,
-    results: dict[int, CellResult],
+    results: dict[int, CellRecord],
     probe: dict[str, Any],
     message: str | None,
     duration: float,
-) -> dict[str, Any]:
-    """The store's record of a finished session: plain data only."""
+) -> SessionRecord:
+    """The record of a finished session."""
     plan = job.plan
     # The framework's sync code failed after these cells (by execution count): their time may
     # leave out queued device work.
@@ -269,20 +266,20 @@ def session_record(
             sync_errors.setdefault(entry[0], str(entry[1]))
     cells = []
     for cell in plan.cells:
-        data = results[cell.index].to_json()
-        data["index"] = cell.index
-        data["code_sha"] = cell.code_sha
-        count = data.get("execution_count")
-        if isinstance(count, int) and count in sync_errors:
-            data["sync_error"] = sync_errors[count]
-        cells.append(data)
+        result = results[cell.index]
+        count = result.execution_count
+        cells.append(
+            replace(
+                result,
+                index=cell.index,
+                code_sha=cell.code_sha,
+                sync_error=sync_errors.get(count) if isinstance(count, int) else None,
+                expected=result.status == "error" and cell.expects(result.ename),
+            )
+        )
     gpu_used = bool(probe.get("gpu_used")) and bool(lease.gpus)
     device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
-    statuses = {
-        c["status"]
-        for cell, c in zip(plan.cells, cells)
-        if not (c["status"] == "error" and cell.expects((c.get("error") or {}).get("ename", "")))
-    }
+    statuses = {c.status for c in cells if not c.expected}
     if message:
         status = "failed"
     elif statuses & {"died", "timeout"}:
@@ -291,27 +288,28 @@ def session_record(
         status = "error"
     else:
         status = "ok"
-    return {
-        "framework": job.framework.name,
-        "key": job.key,
-        "environment": job.environment,
-        "status": status,
-        "message": message,
-        "duration": round(duration, 4),
-        "cells": cells,
-        "provenance": {
-            "date": now_iso(),
-            "host": probe.get("host") or socket.gethostname(),
-            "device": device,
-            "device_kind": "gpu" if gpu_used else "cpu",
-            "device_count": len(lease.gpus) if gpu_used else 0,
-            "framework_version": probe.get("framework_version", ""),
-            "python": probe.get("python", ""),
-            "kernel": job.framework.kernel,
-            "kernelspec": probe.get("kernelspec") or {},
-            "livecells": __version__,
-        },
-    }
+    return SessionRecord(
+        framework=job.framework.name,
+        key=job.key,
+        environment=job.environment,
+        status=status,
+        message=message,
+        duration=round(duration, 4),
+        cells=cells,
+        provenance=Provenance(
+            date=now_iso(),
+            host=probe.get("host") or socket.gethostname(),
+            device=device,
+            device_kind="gpu" if gpu_used else "cpu",
+            device_count=len(lease.gpus) if gpu_used else 0,
+            framework_version=probe.get("framework_version", ""),
+            python=probe.get("python", ""),
+            kernel=job.framework.kernel,
+            kernelspec=probe.get("kernelspec") or {},
+            livecells=__version__,
+            devices_leased=job.gpus,
+        ),
+    )
 
 
 def _gpu_names(gpus: Sequence[GPU]) -> list[str]:
@@ -319,24 +317,6 @@ def _gpu_names(gpus: Sequence[GPU]) -> list[str]:
     for gpu in gpus:
         names[gpu.name] = names.get(gpu.name, 0) + 1
     return [name if n == 1 else f"{n}× {name}" for name, n in names.items()]
-
-
-CELL_FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")
-def error_line(cell: dict[str, Any]) -> int | None:
-    """The line inside the cell where its error was raised (1-based), if the traceback says."""
-    error = cell.get("error") or {}
-    count = cell.get("execution_count")
-    found = None
-    for entry in error.get("traceback", []):
-        for match in CELL_FRAME.finditer(strip_ansi(entry)):
-            if count is None or int(match.group(1)) == count:
-                found = int(match.group(2))
-    if found is None and error.get("ename") in {"SyntaxError", "IndentationError", "TabError"}:
-        for entry in error.get("traceback", []):
-            match = re.search(r"line (\d+)", strip_ansi(entry))
-            if match:
-                found = int(match.group(1))
-    return found
 
 
 def run_async(main: Callable[[], Awaitable[None]]) -> None:

@@ -56,6 +56,11 @@ def one_line(text: str, limit: int = 300) -> str:
     return f"{text[:limit]}… ({len(text) - limit:,} more characters cut)"
 
 
+def has_surrogates(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (no file can hold one as UTF-8)."""
+    return _SURROGATE.search(text) is not None
+
+
 def fix_surrogates(text: str) -> str:
     """Lone surrogates (which no file can hold as UTF-8) as U+FFFD."""
     return _SURROGATE.sub("\ufffd", text)

@@ -34,20 +34,16 @@ from livecells.read.directives import ALL, live_cell, live_group, live_recorded,
 from livecells.render.ansi import ansi_to_html
 from livecells.model.text import strip_ansi
 from livecells.render.notebooks import download_links
-from livecells.execute.outputs import MAX_IMAGE_BYTES
-from livecells.build.events import build_state
+from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
 from livecells.read.collect import plans
-from livecells.render.results import format_seconds, groups_by_page, matched_results, stored_sessions
-from livecells.store.schema import Invalid, check_output, shown_output
+from livecells.model.records import CellRecord, SessionRecord, outcome_of
+from livecells.render.results import format_seconds, groups_by_page, matched_results, page_records
+from livecells.store import Invalid, check_output, shown_output
 from livecells.model.text import css_name, one_line
 from livecells.model.streams import shown_outputs
 
 logger = logging.getLogger(__name__)
 
-IMAGE_TYPES = {
-    "image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg", "image/gif": ".gif",
-    "image/webp": ".webp",
-}
 
 
 def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
@@ -69,8 +65,8 @@ class Shown:
     """The output one cell shows for one framework, and where it came from."""
 
     source: str  # "live", "stored", "recorded", "none"
-    result: dict[str, Any] | None = None
-    session: dict[str, Any] | None = None
+    result: CellRecord | None = None
+    session: SessionRecord | None = None
 
 
 class RenderLiveCells(SphinxPostTransform):
@@ -87,17 +83,17 @@ class RenderLiveCells(SphinxPostTransform):
         self.config_ = get_config(_app(self))
         self.format = _app(self).builder.format
         self.meta_done: set[tuple[int, str]] = set()
+        self.outcome = outcome_of(self.env)
         # LaTeX and singlehtml assemble many pages into one tree: each page uses its own plan.
         for root, docname, page_groups in groups_by_page(self.document, groups, self.env.docname):
             self.docname = docname
             plan = plans(self.env).get(docname)
             self.cell_plans = {c.index: c for c in plan.cells} if plan is not None else {}
             # The page's store file is read and matched once, for the page and its notebooks.
-            sessions = stored_sessions(_app(self), docname)
-            matched = matched_results(plan, sessions) if plan is not None else {}
-            run_id = build_state(_app(self)).run_id
+            sessions = page_records(self.outcome, docname) if plan is not None else {}
+            matched = matched_results(plan, sessions, _app(self).tags) if plan is not None else {}
             self.shown = {
-                key: Shown("live" if session.get("run_id") == run_id else "stored", result, session)
+                key: Shown("live" if session.run_id == self.outcome.run_id else "stored", result, session)
                 for key, (result, session) in matched.items()
             }
             links = download_links(_app(self), root, docname, sessions, matched)
@@ -276,7 +272,7 @@ class RenderLiveCells(SphinxPostTransform):
         # Consecutive streams of one name are one text, as in JupyterLab's output area; an
         # output of the wrong shape is left out where it stands, with a warning.
         run: list[dict[str, Any]] = []
-        for position, output in enumerate(result.get("outputs", [])):
+        for position, output in enumerate(result.outputs):
             try:
                 check_output(output, f"output {position + 1}")
             except Invalid as err:
@@ -286,14 +282,11 @@ class RenderLiveCells(SphinxPostTransform):
                 continue
             run.append(output)
         out.extend(self._shown_run(cell, run, framework))
-        status = result.get("status")
-        if status == "not-run":
-            reason = (result.get("error") or {}).get("evalue", "not run")
-            out.append(_note(f"{reason}", "livecells-not-run"))
+        if result.status == "not-run":
+            out.append(_note(result.evalue or "not run", "livecells-not-run"))
             out.extend(_recorded_blocks(cell))
-        elif status in {"timeout", "died"}:
-            error = result.get("error") or {}
-            out.append(self._text(f"{error.get('ename', 'Error')}: {error.get('evalue', '')}", ["livecells-error"]))
+        elif result.status in {"timeout", "died"}:
+            out.append(self._text(f"{result.ename or 'Error'}: {result.evalue}", ["livecells-error"]))
         return out
 
     def _isolated_output(
@@ -456,32 +449,33 @@ class RenderLiveCells(SphinxPostTransform):
         spec = self.config_.frameworks[framework]
         if shown.source == "none":
             recorded = any(isinstance(n, live_recorded) for n in cell.children)
-            reason = build_state(_app(self)).reasons.get((self.docname, framework))
+            outcome = self.outcome.session(self.docname, framework)
+            reason = outcome.reason if outcome is not None else ""
             if recorded and not cell["hide_output"]:
                 why = f"not run: {reason}" if reason else "not run in this build"
                 return _note(f"recorded output, from the page's source ({why})", "livecells-meta")
             if reason:
                 return _note(f"not run: {reason}", "livecells-not-run")
             return None
-        session = shown.session or {}
-        result = shown.result or {}
-        provenance = session.get("provenance", {})
+        if shown.session is None or shown.result is None:
+            return None
+        provenance = shown.session.provenance
         parts = []
         if prefix:
             parts.append(spec.label)
-        if result.get("time") is not None and not cell["no_timing"]:
-            parts.append(format_seconds(result["time"]))
+        if shown.result.time is not None and not cell["no_timing"]:
+            parts.append(format_seconds(shown.result.time))
         key = (id(cell.parent), framework)
         if key not in self.meta_done or shown.source == "stored":
             self.meta_done.add(key)
-            if provenance.get("device"):
-                parts.append(provenance["device"])
-            version = provenance.get("framework_version")
+            if provenance.device:
+                parts.append(provenance.device)
+            version = provenance.framework_version
             if version:
                 parts.append(f"{spec.version_module} {version}")
         if shown.source == "stored":
-            when = provenance.get("date", "").replace("T", " ").replace("+00:00", " UTC")
-            host = provenance.get("host", "")
+            when = provenance.date.replace("T", " ").replace("+00:00", " UTC")
+            host = provenance.host
             parts.append(f"stored result from {when}" + (f" on {host}" if host else ""))
         if not parts:
             return None
@@ -533,12 +527,12 @@ def _image_types(image: nodes.image) -> set[str]:
     return types
 
 
-def _signature(result: dict[str, Any] | None) -> str:
-    if not result:
+def _signature(result: CellRecord | None) -> str:
+    if result is None:
         return ""
     kept = [
         {k: v for k, v in o.items() if k not in {"execution_count", "metadata"}}
-        for o in result.get("outputs", [])
+        for o in result.outputs
     ]
     return repr(kept)
 

@@ -25,6 +25,7 @@ from livecells.config import get_config
 from livecells.read.directives import live_cell, live_recorded, live_settings, live_text
 from livecells.model.plans import PagePlan
 from livecells.read.collect import plans
+from livecells.model.records import CellRecord, SessionRecord
 from livecells.render.results import Matched
 
 DOWNLOAD_DIR = "_downloads/livecells"
@@ -65,7 +66,7 @@ def download_links(
     app: Sphinx,
     root: nodes.Element,
     docname: str,
-    sessions: dict[str, dict[str, Any]],
+    sessions: dict[str, SessionRecord],
     matched: Matched,
 ) -> nodes.paragraph | None:
     """Write the page's notebooks and return the paragraph that links them (None: no notebooks).
@@ -89,7 +90,8 @@ def download_links(
     para += nodes.Text("Download notebook: ")
     for session in plan.sessions(config.framework_names(), app.tags):
         spec = config.frameworks[session.framework]
-        kernelspec = sessions.get(spec.name, {}).get("provenance", {}).get("kernelspec") or {
+        record = sessions.get(spec.name)
+        kernelspec = (record.provenance.kernelspec if record is not None else {}) or {
             "name": spec.kernel,
             "display_name": f"{spec.label} ({spec.kernel})",
             "language": "python",
@@ -147,7 +149,7 @@ def build_notebook(
             "source": cell.code,
         }
         if result is not None:
-            code["execution_count"] = result.get("execution_count")
+            code["execution_count"] = result.execution_count
             code["outputs"] = notebook_outputs(result)
         notebook["cells"].append(code)
     flush()
@@ -161,10 +163,10 @@ def build_notebook(
     return notebook
 
 
-def notebook_outputs(result: dict[str, Any]) -> list[dict[str, Any]]:
+def notebook_outputs(result: CellRecord) -> list[dict[str, Any]]:
     """A stored cell result's outputs as nbformat v4 outputs."""
     outputs = []
-    for output in result.get("outputs", []):
+    for output in result.outputs:
         kind = output.get("output_type", "")
         keys = _OUTPUT_KEYS.get(kind)
         if keys is not None:  # stored outputs are nbformat's; livecells' own keys are left out
@@ -172,15 +174,9 @@ def notebook_outputs(result: dict[str, Any]) -> list[dict[str, Any]]:
             if kind in {"execute_result", "display_data"}:
                 item.setdefault("metadata", {})
             outputs.append(item)
-    if result.get("status") in {"timeout", "died"}:
-        error = result.get("error") or {}
+    if result.status in {"timeout", "died"}:
         outputs.append(
-            {
-                "output_type": "error",
-                "ename": error.get("ename", "Error"),
-                "evalue": error.get("evalue", ""),
-                "traceback": [],
-            }
+            {"output_type": "error", "ename": result.ename or "Error", "evalue": result.evalue, "traceback": []}
         )
     return outputs
 

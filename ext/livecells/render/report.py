@@ -25,12 +25,9 @@ from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
 
 from livecells.config import app_of, get_config
-from livecells.build.events import build_state, page_keys, store_of
-from livecells.model.plans import CellPlan
-from livecells.read.collect import plans
-from livecells.render.results import build_records, format_seconds
+from livecells.model.records import outcome_of
+from livecells.render.results import format_seconds
 from livecells.model.text import one_line
-from livecells.store.files import StoreProblem
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
@@ -65,69 +62,46 @@ class ReportRow:
     date: str = ""
     host: str = ""
     origin: str = ""  # "this build", "store" or ""
-    outdated: bool = False  # stored for other code than the page now has
+    outdated: bool = False  # stored for other code (or :depends: files) than the page now has
+    shown: int = 0  # of its cells, those whose stored result the page still shows
 
 
 def report_rows(app: Sphinx) -> list[ReportRow]:
-    """Every session of the site, from the plans and the store, in page order."""
-    config = get_config(app)
-    store = store_of(app)
-    run_id = build_state(app).run_id
+    """Every session of the site, as the build's outcome has it, in page order."""
+    outcome = outcome_of(app.env)
     rows = []
-    for docname, page in sorted(plans(app.env).items()):
-        try:
-            sessions = dict(store.load(docname)["sessions"])
-            damaged = False
-        except StoreProblem:
-            sessions, damaged = {}, True
-        sessions.update(build_records(app, docname))  # shown even if the store took none
-        keys, _ = page_keys(app, page)
-        for session in page.sessions(config.framework_names(), app.tags):
-            record = sessions.get(session.framework)
-            if not record:
-                status = "store damaged" if damaged else "not run"
-                rows.append(ReportRow(docname, session.framework, status, len(session.cells), 0, None))
-                continue
-            cells = record.get("cells", [])
-            times = [c["time"] for c in cells if isinstance(c.get("time"), (int, float))]
-            provenance = record.get("provenance", {})
-            rows.append(
-                ReportRow(
-                    docname=docname,
-                    framework=session.framework,
-                    status=_shown(record.get("status", "?")),
-                    cells=len(session.cells),
-                    errors=_unexpected_errors(cells, session.cells),
-                    seconds=sum(times) if times else None,
-                    device=_shown(provenance.get("device", "")),
-                    date=_shown(provenance.get("date", "")),
-                    host=_shown(provenance.get("host", "")),
-                    origin="this build" if record.get("run_id") == run_id else "store",
-                    outdated=record.get("key") != keys[session.framework],
-                )
+    for session in sorted(outcome.sessions.values(), key=lambda s: (s.page, _order(app, s.framework))):
+        if session.origin == "recorded" or session.status == "not-run":
+            status = "store damaged" if session.store_damaged else "not run"
+            rows.append(ReportRow(session.page, session.framework, status, session.cells, 0, None))
+            continue
+        rows.append(
+            ReportRow(
+                docname=session.page,
+                framework=session.framework,
+                status=_shown(session.status),
+                cells=session.cells,
+                errors=session.errors,
+                seconds=session.seconds,
+                device=_shown(session.device),
+                date=_shown(session.date),
+                host=_shown(session.host),
+                origin="this build" if session.origin == "run" else "store",
+                outdated=session.stale,
+                shown=session.current,
             )
+        )
     return rows
+
+
+def _order(app: Sphinx, framework: str) -> int:
+    names = get_config(app).framework_names()
+    return names.index(framework) if framework in names else len(names)
 
 
 def _shown(value: Any) -> str:
     """A stored value as one line of the table: no control characters, not too long."""
     return one_line(str(value), 120)
-
-
-def _unexpected_errors(cells: list[dict[str, Any]], plan_cells: tuple[CellPlan, ...]) -> int:
-    """Stored cells that did not run cleanly, less the errors their ``:raises:`` expects."""
-    by_index = {c.index: c for c in plan_cells}
-    count = 0
-    for cell in cells:
-        status = cell.get("status")
-        if status in {"ok", None}:
-            continue
-        plan = by_index.get(cell.get("index", -1))
-        ename = (cell.get("error") or {}).get("ename", "")
-        if status == "error" and plan is not None and plan.expects(ename):
-            continue
-        count += 1
-    return count
 
 
 def summary_line(rows: list[ReportRow], execute: str) -> str:
@@ -229,7 +203,7 @@ class RenderLiveReport(SphinxPostTransform):
             if row.errors and row.status != "ok":
                 status += f", {row.errors} cell error(s)"
             if row.outdated:
-                status += " (code changed since)"
+                status += f" (code changed since; {row.shown} of {row.cells} cells shown)"
             when = row.date.replace("T", " ").replace("+00:00", " UTC")
             ran = f"{when} on {row.host}" if row.host and when else when
             body += _row(

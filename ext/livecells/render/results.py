@@ -1,10 +1,12 @@
 """The best known result of each cell: what the page, its notebooks and the report all show.
 
-A page's stored session holds one result per cell of that framework, in order. A stored result
-still belongs to a cell while every cell before it (and the cell itself) has the same code:
+The build's outcome (:class:`~livecells.model.records.BuildOutcome`, on the environment) says
+where each session's results come from: this build's run (kept in memory, so that a store that
+cannot be written does not empty the pages whose cells ran), the store, or nowhere. A stored
+result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_cells`:
 state flows down a session, so a change in cell 3 leaves cells 1-2 valid and drops 3 onwards.
-Shared by :mod:`.render` and :mod:`.notebooks`, so that a notebook holds exactly the outputs
-the page shows.
+Shared by :mod:`.cells` and :mod:`.notebooks`, so that a notebook holds exactly the outputs the
+page shows.
 """
 
 from __future__ import annotations
@@ -14,49 +16,41 @@ from typing import Any
 
 from docutils import nodes
 from sphinx import addnodes
-from sphinx.application import Sphinx
 
-from livecells.config import get_config
-from livecells.build.events import build_state, store_of
 from livecells.model.plans import PagePlan
-from livecells.store.files import StoreProblem
+from livecells.model.records import BuildOutcome, CellRecord, SessionRecord, current_cells
+from livecells.store import OutputStore, StoreProblem
 
-#: (cell index, framework) -> (the cell's stored result, its session's record)
-Matched = dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any]]]
-
-
-def stored_sessions(app: Sphinx, docname: str) -> dict[str, dict[str, Any]]:
-    """The page's sessions by framework: this build's, else the store's (none when execution is
-    off; a bad file or session counts as none). This build's records are kept in memory, so
-    that a store that cannot be written or read does not empty the pages whose cells ran."""
-    if get_config(app).execute == "off":
-        return {}
-    try:
-        sessions = dict(store_of(app).load(docname)["sessions"])
-    except StoreProblem:
-        sessions = {}  # reported when the build planned this page
-    sessions.update(build_records(app, docname))
-    return sessions
+#: (cell index, framework) -> (the cell's result, its session's record)
+Matched = dict[tuple[int, str], tuple[CellRecord, SessionRecord]]
 
 
-def build_records(app: Sphinx, docname: str) -> dict[str, dict[str, Any]]:
-    """The records of the page's sessions that ran in this build, by framework."""
-    return {fw: record for (page, fw), record in build_state(app).records.items() if page == docname}
+def page_records(outcome: BuildOutcome, docname: str) -> dict[str, SessionRecord]:
+    """The page's sessions by framework, as the build's outcome says: this build's records, and
+    the stored ones of the sessions it took from the store (the page's file is read once here)."""
+    records = outcome.page_records(docname)
+    from_store = [
+        fw for (page, fw), session in outcome.sessions.items() if page == docname and session.origin == "store"
+    ]
+    if from_store and outcome.store:
+        try:
+            stored = OutputStore(outcome.store).records(docname)
+        except StoreProblem:
+            stored = {}  # reported when the build planned this page
+        records.update({fw: stored[fw] for fw in from_store if fw in stored})
+    return records
 
 
-def matched_results(plan: PagePlan, sessions: Mapping[str, dict[str, Any]]) -> Matched:
-    """Each (cell, framework)'s stored result, valid while the cells up to it are unchanged."""
+def matched_results(plan: PagePlan, sessions: Mapping[str, SessionRecord], tags: Any = None) -> Matched:
+    """Each (cell, framework)'s result, while it still belongs to its cell (see current_cells)."""
     matched: Matched = {}
     for framework in plan.frameworks:
-        session = sessions.get(framework)
-        if not session:
+        record = sessions.get(framework)
+        if record is None:
             continue
-        stored_cells = session.get("cells", [])
-        mine = [c for c in plan.cells if framework in c.frameworks]
-        for position, cell in enumerate(mine):
-            if position >= len(stored_cells) or stored_cells[position].get("code_sha") != cell.code_sha:
-                break
-            matched[(cell.index, framework)] = (stored_cells[position], session)
+        cells = plan.session(framework, tags).cells
+        for cell, result in zip(cells[: current_cells(cells, record)], record.cells):
+            matched[(cell.index, framework)] = (result, record)
     return matched
 
 

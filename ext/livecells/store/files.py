@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from livecells.store.schema import Invalid, check_session
+from livecells.model.records import SessionRecord
+from livecells.store.schema import Invalid, check_session, session_from_json, session_to_json
 
 FORMAT = 1
 SUFFIX = ".json"
@@ -95,8 +96,13 @@ class OutputStore:
                     problems.append(f"{path}: session {framework!r} is not used ({why}); it runs again")
         return data
 
-    def session(self, docname: str, framework: str) -> dict[str, Any] | None:
-        return self.load(docname)["sessions"].get(framework)
+    def records(self, docname: str, problems: list[str] | None = None) -> dict[str, SessionRecord]:
+        """The page's stored sessions by framework, as records (see :meth:`load`)."""
+        return {fw: session_from_json(data) for fw, data in self.load(docname, problems)["sessions"].items()}
+
+    def save_record(self, docname: str, record: SessionRecord) -> None:
+        """Write one session's record into the page's file, keeping the other sessions."""
+        self.save_session(docname, record.framework, session_to_json(record))
 
     def save_session(self, docname: str, framework: str, record: dict[str, Any]) -> None:
         """Write one session's record into the page's file, keeping the other sessions."""

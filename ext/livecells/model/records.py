@@ -1,0 +1,228 @@
+"""What executing a session gives, and what a build did: the records every stage hands on.
+
+:class:`SessionRecord` is one executed (page, framework) session: a :class:`CellRecord` per cell
+(its Jupyter outputs, run time, status) and where, when and on what it ran
+(:class:`Provenance`). The execute stage makes them; the store keeps them (it alone turns them
+into JSON and back, :mod:`livecells.store.schema`); render shows them.
+
+:class:`SessionOutcome` is what this build did with a session (run it, took it from the store,
+or did not run it, and why); :class:`BuildOutcome` holds them all, with this build's records.
+The orchestration makes the outcome; render and the report read it (through the build
+environment), and never decide anything again: one staleness rule (:func:`current_cells`), one
+count of unexpected errors (:func:`unexpected_errors`).
+
+Outputs stay Jupyter's own JSON (nbformat v4 output dicts): they are the kernel's data, shown and
+written to notebooks as they are. Nothing here knows Sphinx: Dask workers unpickle these.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from livecells.model.plans import CellPlan
+from livecells.model.text import strip_ansi
+
+#: IPython's name for a cell's code in a traceback: its execution count and the line.
+_CELL_FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")
+
+#: A cell's status: it ran cleanly, raised, ran past its timeout, its kernel died, or it did not run.
+CELL_STATUSES = ("ok", "error", "timeout", "died", "not-run")
+#: A session's status; ``failed``: the kernel could not be started or the session not run at all.
+SESSION_STATUSES = ("ok", "error", "timeout", "crashed", "failed")
+
+
+@dataclass
+class CellRecord:
+    """One cell's result in one session."""
+
+    status: str  # see CELL_STATUSES
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # nbformat v4 outputs
+    time: float | None = None  # seconds, from the kernel's own clock
+    execution_count: int | None = None
+    error: dict[str, Any] | None = None  # ename, evalue, traceback
+    index: int = -1  # the cell's position among the page's cells
+    code_sha: str = ""  # the code it ran (see CellPlan.code_sha)
+    #: The framework's sync code failed after this cell: its time may leave out device work.
+    sync_error: str | None = None
+    #: Its error is one the cell's ``:raises:`` expected when it ran.
+    expected: bool = False
+
+    @property
+    def ename(self) -> str:
+        return str((self.error or {}).get("ename", ""))
+
+    @property
+    def evalue(self) -> str:
+        return str((self.error or {}).get("evalue", ""))
+
+    def error_line(self) -> int | None:
+        """The line inside the cell where its error was raised (1-based), if the traceback says."""
+        error = self.error or {}
+        traceback = [t for t in error.get("traceback", []) if isinstance(t, str)]
+        found = None
+        for entry in traceback:
+            for match in _CELL_FRAME.finditer(strip_ansi(entry)):
+                if self.execution_count is None or int(match.group(1)) == self.execution_count:
+                    found = int(match.group(2))
+        if found is None and self.ename in {"SyntaxError", "IndentationError", "TabError"}:
+            for entry in traceback:
+                match = re.search(r"line (\d+)", strip_ansi(entry))
+                if match:
+                    found = int(match.group(1))
+        return found
+
+    def unexpected(self, plan: CellPlan | None = None) -> bool:
+        """Whether the cell did not run cleanly, less an error its ``:raises:`` expects (the
+        plan's, when there is one; else what the run was told)."""
+        if self.status == "ok":
+            return False
+        if self.status != "error":
+            return True
+        return not (plan.expects(self.ename) if plan is not None else self.expected)
+
+
+@dataclass
+class Provenance:
+    """Where, when and on what a session ran."""
+
+    date: str = ""
+    host: str = ""
+    device: str = ""
+    device_kind: str = "cpu"
+    device_count: int = 0
+    framework_version: str = ""
+    python: str = ""
+    kernel: str = ""
+    kernelspec: dict[str, str] = field(default_factory=dict)
+    livecells: str = ""
+    #: GPUs the session leased (0: it ran on CPU); a GPU result is never replaced by a CPU run.
+    devices_leased: int = 0
+    #: Other keys found in a store file (kept as they are, written back unchanged).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SessionRecord:
+    """One executed (page, framework) session."""
+
+    framework: str
+    key: str  # the session key it ran for (see livecells.plan.keys)
+    environment: str  # the environment fingerprint's digest
+    status: str  # see SESSION_STATUSES
+    cells: list[CellRecord] = field(default_factory=list)
+    provenance: Provenance = field(default_factory=Provenance)
+    message: str | None = None  # why the session failed, if it did
+    duration: float | None = None
+    run_id: str = ""  # the build that ran it
+
+    def cell_seconds(self) -> float | None:
+        times = [c.time for c in self.cells if c.time is not None]
+        return sum(times) if times else None
+
+
+def current_cells(plan_cells: Sequence[CellPlan], record: SessionRecord | None) -> int:
+    """How many of a session's cells (``plan_cells``, in order) still have their stored result.
+
+    The one staleness rule: state flows down a session, so a stored result belongs to its cell
+    while that cell and every cell before it have the code they had when it ran. A change in
+    cell 3 leaves cells 1-2 shown and drops 3 onwards.
+    """
+    if record is None:
+        return 0
+    count = 0
+    for plan, cell in zip(plan_cells, record.cells):
+        if cell.code_sha != plan.code_sha:
+            break
+        count += 1
+    return count
+
+
+def unexpected_errors(record: SessionRecord, plan_cells: Sequence[CellPlan] | None = None) -> int:
+    """The record's cells that did not run cleanly, less the errors their ``:raises:`` expects
+    (the cells' plans' now, or, without plans, what the run was told: the command line)."""
+    by_index = {c.index: c for c in plan_cells or ()}
+    return sum(cell.unexpected(by_index.get(cell.index)) for cell in record.cells)
+
+
+@dataclass
+class Problem:
+    """A located problem of a session: a warning in the log, a line in report.txt."""
+
+    kind: str  # the warning subtype: error, timeout, crash, stderr, kernel, ...
+    location: str  # path:line
+    message: str
+    traceback: str = ""
+
+
+#: Where a session's results come from in this build.
+ORIGINS = ("run", "store", "recorded")
+
+
+@dataclass
+class SessionOutcome:
+    """What this build did with one (page, framework) session, and what the pages show of it."""
+
+    page: str
+    framework: str
+    source: str
+    origin: str  # "run" (this build), "store" or "recorded" (not run: the page's own outputs)
+    status: str  # the record's status, or "not-run" when there is no record
+    cells: int = 0  # the session's cells now
+    #: Cells whose result is shown (see current_cells); fewer than ``cells`` when stale.
+    current: int = 0
+    stale: bool = False  # the record was made for other code or :depends: files than now
+    errors: int = 0  # cells that did not run cleanly, less those :raises: expects
+    duration: float | None = None
+    seconds: float | None = None  # the cells' run time, summed
+    device: str = ""
+    date: str = ""
+    host: str = ""
+    reason: str = ""  # why it did not run in this build, if it did not
+    #: The session could not run here (its framework has no kernel, say): an error for CI.
+    failed: bool = False
+    store_damaged: bool = False  # the page's store file could not be read
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class BuildOutcome:
+    """Everything this build decided and did, for render, the report and the summary files.
+
+    Kept on the build environment; only the light part is pickled with it (:meth:`__getstate__`):
+    this build's records hold every output, and belong to this build alone.
+    """
+
+    run_id: str = ""
+    execute: str = "auto"
+    store: str = ""  # the store's folder
+    sessions: dict[tuple[str, str], SessionOutcome] = field(default_factory=dict)
+    #: The records of the sessions this build ran, by (page, framework): the pages show them
+    #: even when the store could not be written.
+    records: dict[tuple[str, str], SessionRecord] = field(default_factory=dict)
+    ran: int = 0
+    cached: int = 0
+    skipped: int = 0
+    failed: int = 0
+    unexpected_errors: int = 0
+    seconds: float = 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["records"] = {}
+        return state
+
+    def session(self, page: str, framework: str) -> SessionOutcome | None:
+        return self.sessions.get((page, framework))
+
+    def page_records(self, page: str) -> dict[str, SessionRecord]:
+        """This build's records of the page's sessions, by framework."""
+        return {fw: record for (name, fw), record in self.records.items() if name == page}
+
+
+def outcome_of(env: Any) -> BuildOutcome:
+    """The outcome the build keeps on its environment (an empty one before any build ran)."""
+    found = getattr(env, "livecells_outcome", None)
+    return found if isinstance(found, BuildOutcome) else BuildOutcome()

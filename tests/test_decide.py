@@ -1,0 +1,134 @@
+"""The policy of what runs (livecells.plan.decide), without Sphinx or kernels; and the one
+staleness rule and error count of livecells.model.records."""
+
+from __future__ import annotations
+
+import pytest
+
+from livecells.model.plans import CellPlan, PageSettings, SessionPlan
+from livecells.model.records import (
+    CellRecord,
+    Provenance,
+    SessionRecord,
+    current_cells,
+    unexpected_errors,
+)
+from livecells.plan.decide import Decision, Environment, Mode, decide
+
+ENV = Environment(digest="env-1")
+
+
+def plan(*codes: str, gpus: int | None = None, raises: tuple[str, ...] | None = None) -> SessionPlan:
+    cells = tuple(
+        CellPlan(index=n, frameworks=("alpha",), code=code, line=n + 1, code_line=n + 2, source="page.rst", raises=raises)
+        for n, code in enumerate(codes)
+    )
+    return SessionPlan("page", "alpha", "/src/page.rst", cells, PageSettings(gpus=gpus))
+
+
+def record(session: SessionPlan, key: str = "k1", environment: str = "env-1", leased: int = 0) -> SessionRecord:
+    cells = [CellRecord("ok", index=c.index, code_sha=c.code_sha) for c in session.cells]
+    return SessionRecord("alpha", key, environment, "ok", cells, Provenance(devices_leased=leased))
+
+
+def never() -> Environment:
+    raise AssertionError("the environment is not needed for this answer")
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        (Mode("off"), "execution is off (livecells_execute = 'off')"),
+        (Mode("cache"), "livecells_execute = 'cache' runs nothing"),
+        (Mode("auto", "gpu", 0), "no GPU on this machine (livecells_device = 'gpu')"),
+    ],
+)
+def test_modes_that_run_nothing_say_why_without_asking_the_environment(mode, reason):
+    session = plan("x = 1")
+    for stored in (None, record(session)):
+        assert decide(session, "k1", stored, mode, never) == Decision(False, reason=reason)
+
+
+def test_a_page_that_needs_more_gpus_than_a_session_can_lease_is_not_run_with_a_warning():
+    decision = decide(plan("x = 1", gpus=2), "k1", None, Mode(gpu_slots=1), never)
+    assert not decision.run and decision.reason == "the page needs 2 GPU(s); 1 are available"
+    assert decision.warnings == (
+        ("device", "page [alpha]: the page needs 2 GPU(s) (live-settings :gpus:) but 1 are available; the page is not run"),
+    )
+
+
+def test_an_unusable_kernel_is_a_failure_with_a_warning_not_a_run():
+    bad = Environment(problem="no kernelspec named 'nope'")
+    decision = decide(plan("x = 1"), "k1", None, Mode(), lambda: bad)
+    assert (decision.run, decision.failed, decision.reason) == (False, True, "no kernelspec named 'nope'")
+    assert decision.warnings == (("kernel", "page [alpha]: not run: no kernelspec named 'nope'"),)
+
+
+def test_auto_keeps_a_result_made_for_the_same_key_and_environment():
+    session = plan("x = 1")
+    assert decide(session, "k1", record(session), Mode(), lambda: ENV) == Decision(False, environment="env-1")
+
+
+@pytest.mark.parametrize(
+    ("stored_key", "stored_env", "execute"),
+    [("old", "env-1", "auto"), ("k1", "env-0", "auto"), ("k1", "env-1", "force")],
+    ids=["code changed", "environment changed", "force"],
+)
+def test_a_changed_key_or_environment_or_force_runs_again(stored_key, stored_env, execute):
+    session = plan("x = 1")
+    stored = record(session, stored_key, stored_env)
+    assert decide(session, "k1", stored, Mode(execute), lambda: ENV) == Decision(True, environment="env-1")
+
+
+def test_devices_leased_one_gpu_by_default_or_the_pages_number():
+    assert decide(plan("x"), "k", None, Mode(gpu_slots=4), lambda: ENV).gpus == 1
+    assert decide(plan("x", gpus=3), "k", None, Mode(gpu_slots=4), lambda: ENV).gpus == 3
+    assert decide(plan("x", gpus=0), "k", None, Mode(gpu_slots=4), lambda: ENV).gpus == 0
+    assert decide(plan("x"), "k", None, Mode(device="cpu"), lambda: ENV).gpus == 0
+
+
+def test_a_gpu_result_is_never_replaced_by_a_cpu_run_of_the_same_code():
+    session = plan("x = 1")
+    gpu_result = record(session, leased=1)
+    assert not decide(session, "k1", gpu_result, Mode(), lambda: ENV).run  # no GPU now: kept
+    assert decide(session, "k2", gpu_result, Mode(), lambda: ENV).run  # the code changed: runs
+    cpu_result = record(session)
+    assert decide(session, "k1", cpu_result, Mode(gpu_slots=1), lambda: ENV).run  # a GPU now: runs
+
+
+def test_current_cells_is_the_unchanged_prefix():
+    before = plan("a = 1", "b = 2", "c = 3")
+    stored = record(before)
+    assert current_cells(before.cells, stored) == 3
+    assert current_cells(plan("a = 1", "B = 2", "c = 3").cells, stored) == 1
+    assert current_cells(plan("A = 1", "b = 2", "c = 3").cells, stored) == 0
+    assert current_cells(plan("a = 1", "b = 2", "c = 3", "d = 4").cells, stored) == 3
+    assert current_cells(before.cells, None) == 0
+
+
+def test_errors_are_counted_once_the_same_way_with_and_without_the_plan():
+    session = plan("raise KeyError", "1/0", raises=("KeyError",))
+    cells = [
+        CellRecord("error", error={"ename": "KeyError"}, index=0, code_sha=session.cells[0].code_sha, expected=True),
+        CellRecord("error", error={"ename": "ZeroDivisionError"}, index=1, code_sha=session.cells[1].code_sha),
+    ]
+    stored = SessionRecord("alpha", "k", "e", "error", cells)
+    assert unexpected_errors(stored, session.cells) == 1  # the page's :raises: now
+    assert unexpected_errors(stored) == 1  # what the run was told (the command line has no plan)
+    assert unexpected_errors(stored, plan("raise KeyError", "1/0").cells) == 2  # :raises: removed
+
+
+def test_committed_store_files_read_as_records_and_write_back_unchanged():
+    """The store's JSON <-> records conversion, on the store files this repository commits (real
+    kernels wrote them): nothing is lost or added on the way."""
+    import json
+    from pathlib import Path
+
+    from livecells.store.schema import check_session, session_from_json, session_to_json
+
+    files = sorted((Path(__file__).resolve().parents[1] / "docs" / "_livecells").glob("*.json"))
+    assert files
+    for path in files:
+        for framework, data in json.loads(path.read_text())["sessions"].items():
+            check_session(data)
+            assert session_to_json(session_from_json(data)) == data, (path.name, framework)
