@@ -333,7 +333,7 @@ def test_a_flood_of_interleaved_streams_loses_nothing(oracle):
 def test_latex_outputs_become_math_nodes():
     from docutils import nodes
 
-    from livecells.render.cells import latex_nodes
+    from livecells.render.markup import latex_nodes
 
     found = latex_nodes(r"Euler: $e^{i\pi} + 1 = 0$ and $$\int x$$ \begin{align}a &= b\end{align} \alpha")
     kinds = [type(n).__name__ for n in found]
@@ -347,7 +347,7 @@ def test_latex_outputs_become_math_nodes():
 def test_markdown_outputs_become_formatted_nodes_without_sections_ids_or_raw_html():
     from docutils import nodes
 
-    from livecells.render.cells import markdown_nodes
+    from livecells.render.markup import markdown_nodes
 
     text = "# Title\n\n## Sub\n\n**b** $x$ <script>x()</script>\n\n![alt](local.png)"
     for fmt, allow in (("html", False), ("latex", True)):
@@ -365,7 +365,7 @@ def test_markdown_outputs_become_formatted_nodes_without_sections_ids_or_raw_htm
 
 
 def test_mime_order_follows_jupyterlab_and_allow_html():
-    from livecells.render.cells import _mime_order
+    from livecells.render.outputs import _mime_order
 
     assert _mime_order("html", True)[:3] == ["text/html", "text/markdown", "text/latex"]
     assert _mime_order("html", False)[-1] == "text/html"  # only when nothing else is there: as text
@@ -393,7 +393,7 @@ def test_the_client_never_drops_iopub_messages(tmp_path):
 def test_markdown_strikethrough_is_struck_in_every_builder_without_raw_markup():
     from docutils import nodes
 
-    from livecells.render.cells import markdown_nodes
+    from livecells.render.markup import markdown_nodes
 
     for fmt, allow in (("html", True), ("html", False), ("latex", True)):
         tree = nodes.container("", *markdown_nodes("a ~~b *c*~~ d <s>e</s> ~~f <s>", fmt, allow))

@@ -1,0 +1,175 @@
+"""Rich outputs as docutils nodes: ``text/latex`` as math, ``text/markdown`` through myst-parser.
+
+Math from a cell never carries TeX that reads or writes files, runs commands or changes how TeX
+reads (:func:`checked_math`) into a ``.tex`` file.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+
+from docutils import nodes
+
+
+# Math in a text/latex output, as MathJax finds it in JupyterLab: display math, environments and
+# inline math; the text around it is text.
+_LATEX_MATH = re.compile(
+    r"\$\$(?P<dd>.+?)\$\$|\\\[(?P<bd>.+?)\\\]|(?P<env>\\begin\{(?P<name>[A-Za-z]+\*?)\}.+?\\end\{(?P=name)\})"
+    r"|(?<![\\$])\$(?P<di>[^$]+?)\$|\\\((?P<bi>.+?)\\\)",
+    re.DOTALL,
+)
+
+
+# TeX that reads or writes files, runs commands, or changes how TeX reads what follows: math
+# from a cell never carries it into a .tex file (MathJax, in HTML, has no such primitives).
+_UNSAFE_TEX = re.compile(
+    r"\\(?:input|include|InputIfFileExists|IfFileExists|openin|openout|read|readline|write|"
+    r"immediate|newwrite|newread|special|catcode|lccode|uccode|def|edef|gdef|xdef|let|futurelet|"
+    r"csname|expandafter|noexpand|makeatletter|makeatother|usepackage|RequirePackage|"
+    r"documentclass|directlua|luaexec|pdfshellescape|ShellEscape|jobname|typeout|message|"
+    r"errmessage|endinput|end(?!\s*\{))(?![A-Za-z])|\^\^|\\[A-Za-z]*@"
+)
+
+
+def checked_math(box: nodes.Element, builder_format: str) -> nodes.Element:
+    """``box`` unchanged, unless it is for LaTeX and its math holds TeX that is not math."""
+    if builder_format == "latex":
+        for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
+            found = _UNSAFE_TEX.search(node.astext())
+            if found:
+                raise ValueError(f"its math holds {found.group(0)!r}, which LaTeX output never carries")
+    return box
+
+
+def latex_nodes(text: str) -> list[nodes.Node]:
+    """A text/latex output as math nodes (MathJax in HTML, native math in LaTeX) and text."""
+    out: list[nodes.Node] = []
+    para = nodes.paragraph()
+    at = 0
+    for match in _LATEX_MATH.finditer(text):
+        before = text[at : match.start()]
+        if before.strip():
+            para += nodes.Text(before)
+        at = match.end()
+        display = match.group("dd") or match.group("bd")
+        if display is not None or match.group("env"):
+            if len(para):
+                out.append(para)
+                para = nodes.paragraph()
+            body = match.group("env") or display or ""
+            block = nodes.math_block(body, body, nowrap=bool(match.group("env")), number=None, label=None)
+            out.append(block)
+        else:
+            inline = match.group("di") or match.group("bi") or ""
+            para += nodes.math(inline, inline)
+    rest = text[at:]
+    if rest.strip():
+        para += nodes.Text(rest)
+    if len(para):
+        out.append(para)
+    return out
+
+
+def _has_lexer(name: str) -> bool:
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    if name in {"none", "default"}:
+        return True
+    try:
+        get_lexer_by_name(name)
+    except ClassNotFound:
+        return False
+    return True
+
+
+def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nodes.Node]:
+    """A text/markdown output as formatted nodes, parsed by myst-parser (CommonMark, $math$).
+
+    Headings become rubrics (an output is no section of the page), ids are dropped (they would
+    clash with the page's), HTML in the Markdown stays HTML only where text/html would, and
+    images that a LaTeX build cannot include show their alt text. Without myst-parser the
+    Markdown is shown as text.
+    """
+    try:
+        from docutils.core import publish_doctree
+        from myst_parser.parsers.docutils_ import Parser
+    except ImportError:
+        return [text_block(text, ["livecells-result"])]
+    document = publish_doctree(
+        text,
+        parser=Parser(),
+        settings_overrides={
+            "myst_enable_extensions": ["dollarmath", "strikethrough"],  # as JupyterLab's GFM
+            "doctitle_xform": False,
+            "report_level": 5,
+            "halt_level": 5,
+            "warning_stream": io.StringIO(),
+            "file_insertion_enabled": False,
+            "raw_enabled": True,  # HTML in the Markdown: kept below, or made text
+        },
+    )
+    _strike_through(document)
+    for node in list(document.findall(nodes.Element)):
+        for attribute in ("ids", "names", "dupnames", "backrefs"):
+            if attribute in node:
+                node[attribute] = []
+        if isinstance(node, nodes.system_message):
+            node.parent.remove(node)
+        elif isinstance(node, nodes.raw):
+            if not (allow_html and builder_format == "html" and node.get("format") == "html"):
+                node.replace_self(nodes.Text(node.astext()))
+        elif isinstance(node, nodes.math_block):
+            node["number"] = None
+        elif isinstance(node, nodes.literal_block):
+            # A fence's language (myst names it in the classes) where Pygments knows it, else text.
+            named = [c for c in node["classes"] if c != "code"]
+            language = node.get("language") or (named[0] if named else "none")
+            node["language"] = language if _has_lexer(language) else "none"
+        elif isinstance(node, nodes.image) and builder_format == "latex":
+            node.replace_self(nodes.Text(node.get("alt", "")))
+    for section in list(document.findall(nodes.section)):
+        title = section.next_node(nodes.title)
+        replacement: list[nodes.Node] = []
+        for child in section.children:
+            if child is title:
+                replacement.append(nodes.rubric("", "", *title.children))
+            else:
+                replacement.append(child)
+        section.replace_self(replacement)
+    return list(document.children)
+
+
+def _strike_through(document: nodes.document) -> None:
+    """``~~text~~`` (which myst-parser gives as raw ``<s>``...``</s>``) as struck-through text.
+
+    Every builder gets an inline node (``livecells-strike``: a line through it in HTML, plain
+    text in LaTeX), so no raw markup is needed; an ``<s>``...``</s>`` written as HTML in the
+    Markdown becomes the same (and nothing else is raw any more). Unpaired markers stay raw.
+    """
+    def marker(node: nodes.Node, tag: str) -> bool:
+        return isinstance(node, nodes.raw) and node.get("format") == "html" and node.astext() == tag
+
+    for start in [n for n in document.findall(nodes.raw) if marker(n, "<s>")]:
+        parent = start.parent
+        if parent is None:
+            continue
+        siblings = parent.children[parent.index(start) + 1 :]
+        end = next((i for i, n in enumerate(siblings) if marker(n, "</s>")), None)
+        if end is None:
+            continue
+        inner = siblings[:end]
+        for node in [*inner, siblings[end]]:
+            parent.remove(node)
+        start.replace_self(nodes.inline("", "", *inner, classes=["livecells-strike"]))
+
+
+
+
+def text_block(text: str, classes: Sequence[str]) -> nodes.literal_block:
+    """A preformatted output block, never highlighted."""
+    block = nodes.literal_block(text, text, classes=["output", "livecells-output", *classes])
+    block["language"] = "none"
+    return block

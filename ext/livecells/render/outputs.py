@@ -1,0 +1,250 @@
+"""A cell's stored outputs as docutils nodes for the current builder.
+
+Outputs are the kernel's data: each is checked again (:func:`livecells.store.check_output`) and
+shown alone, so that one that cannot be shown is a located warning and a note, never a broken
+page. Streams are joined as JupyterLab joins them (:func:`livecells.model.streams.shown_outputs`);
+text keeps ANSI colours only as escaped spans; ``text/html`` passes as markup only where
+``livecells_allow_html`` says; images are written beside the page, within one size limit.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.util import logging
+from sphinx.util.osutil import relative_uri
+
+from livecells.config import WARNING_TYPE, LivecellsConfig
+from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
+from livecells.model.records import CellRecord
+from livecells.model.streams import shown_outputs
+from livecells.model.text import css_name, one_line, strip_ansi
+from livecells.read.directives import live_cell
+from livecells.render.ansi import ansi_to_html
+from livecells.render.markup import checked_math, latex_nodes, markdown_nodes, text_block
+from livecells.store import Invalid, check_output, shown_output
+
+logger = logging.getLogger(__name__)
+
+
+def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
+    """The representations a builder can show, best first (JupyterLab's order where it has one)."""
+    if builder_format == "html":
+        first = ["text/html"] if allow_html else []
+        return [
+            *first, "text/markdown", "text/latex", "image/svg+xml", "image/png", "image/jpeg",
+            "image/gif", "image/webp", "application/json", "text/plain",
+            *([] if allow_html else ["text/html"]),
+        ]
+    if builder_format == "latex":
+        return ["text/markdown", "text/latex", "image/png", "image/jpeg", "application/json", "text/plain"]
+    return ["text/markdown", "text/latex", "application/json", "text/plain"]
+
+
+class Outputs:
+    """Renders outputs for one builder (its format, its image folder) and one page."""
+
+    def __init__(self, builder: Any, config: LivecellsConfig, docname: str) -> None:
+        self.builder = builder
+        self.format = builder.format
+        self.config = config
+        self.docname = docname
+
+    def of(self, cell: live_cell, result: CellRecord, framework: str) -> list[nodes.Node]:
+        """The nodes of a cell's outputs, in order."""
+        out: list[nodes.Node] = []
+        # Consecutive streams of one name are one text, as in JupyterLab's output area; an
+        # output of the wrong shape is left out where it stands, with a warning.
+        run: list[dict[str, Any]] = []
+        for position, output in enumerate(result.outputs):
+            try:
+                check_output(output, f"output {position + 1}")
+            except Invalid as err:
+                out.extend(self.shown_run(cell, run, framework))
+                run = []
+                out.extend(self.left_out(cell, framework, str(err)))
+                continue
+            run.append(output)
+        out.extend(self.shown_run(cell, run, framework))
+        return out
+
+    def isolated(
+        self, cell: live_cell, output: Any, position: int, framework: str
+    ) -> list[nodes.Node]:
+        """One output's nodes; one that cannot be shown is a located warning and a note."""
+        try:
+            output = shown_output(output, self.config.output_limit, f"output {position + 1}")
+            name = output.get("name")
+            if output["output_type"] == "stream" and css_name(name) != name:
+                # The name goes into a class attribute: a cell can set sys.stdout.name.
+                shown_as = css_name(name)
+                why = f"a stream named {one_line(repr(name), 60)} is shown as {shown_as!r}"
+                _output_warning(cell, framework, why)
+                output = {**output, "name": shown_as}
+            return self._output_nodes(cell, output)
+        except Exception as err:  # noqa: BLE001 - one output never ends the build
+            why = str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}"
+            return self.left_out(cell, framework, why)
+
+    def shown_run(self, cell: live_cell, run: list[dict[str, Any]], framework: str) -> list[nodes.Node]:
+        """The nodes of a run of well-formed outputs, streams joined as JupyterLab joins them."""
+        out: list[nodes.Node] = []
+        for position, output in enumerate(shown_outputs(run)):
+            out.extend(self.isolated(cell, output, position, framework))
+        return out
+
+    def left_out(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
+        why = one_line(why, 200)
+        _output_warning(cell, framework, f"an output was left out: {why}")
+        return [note(f"[an output was left out: {why}]", "livecells-refused")]
+
+    def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
+        kind = output.get("output_type")
+        if kind == "stream":
+            name = output.get("name")
+            if name == "stderr" and cell.get("stderr") == "hide":
+                return []
+            text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
+            if not text:
+                return []
+            classes = ["livecells-stream", f"livecells-{css_name(name)}"]  # safe: see _isolated_output
+            result: list[nodes.Node] = [self.text(text, classes)]
+            if output.get("truncated"):
+                result.append(
+                    note(
+                        f"Output truncated at {self.config.output_limit:,} characters "
+                        "(livecells_output_limit).",
+                        "livecells-truncated",
+                    )
+                )
+            return result
+        if kind == "error":
+            traceback = "\n".join(str(t) for t in output.get("traceback", []))
+            if not traceback:
+                traceback = f"{output.get('ename')}: {output.get('evalue')}"
+            return [self.text(traceback, ["livecells-error"])]
+        if kind in {"execute_result", "display_data"}:
+            data = output.get("data")
+            return self._mime_nodes(cell, data if isinstance(data, dict) else {})
+        return []
+
+    def text(self, text: str, classes: Sequence[str]) -> nodes.Element:
+        """A preformatted output block; HTML keeps ANSI colours as escaped spans, others drop them.
+
+        For HTML the markup is what Sphinx writes for an unhighlighted block, made here: output is
+        plain text, and a pygments pass per output block costs more than the rest of the render.
+        The text's trailing newlines are kept, so that the page shows the blank lines JupyterLab
+        shows (a browser shows no line after a ``<pre>``'s last newline, and drops one newline
+        right after ``<pre>``, which the markup puts back).
+        """
+        if self.format == "html":
+            names = " ".join(["output", "livecells-output", *classes, "highlight-none", "notranslate"])
+            lead = "\n" if text.startswith("\n") else ""
+            markup = (
+                f'<div class="{names}"><div class="highlight"><pre>{lead}{ansi_to_html(text)}</pre></div></div>\n'
+            )
+            return nodes.raw("", markup, format="html")
+        plain = strip_ansi(text)
+        return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
+
+    def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
+        for mime in _mime_order(self.format, self.config.allow_html):
+            if mime not in data:
+                continue
+            value = data[mime]
+            if isinstance(value, list) and mime != "application/json":
+                value = "".join(str(v) for v in value)
+            try:
+                rendered = self._mime_node(mime, value)
+            except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
+                logger.warning(
+                    f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
+                    "the next representation is shown instead",
+                    type=WARNING_TYPE, subtype="output", location=cell_location(cell),
+                )
+                continue
+            if rendered:
+                return rendered
+        return []
+
+    def _mime_node(self, mime: str, value: Any) -> list[nodes.Node]:
+        """One representation as nodes for this builder ([] when it has nothing to show)."""
+        if mime == "text/html":
+            if not isinstance(value, str):
+                raise TypeError("text/html is not a string")
+            if not self.config.allow_html or self.format != "html":
+                return [self.text(value, ["livecells-result"])]
+            markup = f'<div class="output livecells-output livecells-html">\n{value}\n</div>\n'
+            return [nodes.raw("", markup, format="html")]
+        if mime in IMAGE_TYPES:
+            if not isinstance(value, str):
+                raise TypeError(f"{mime} is not a string")
+            node = self._image(mime, value)
+            return [node] if node is not None else []
+        if mime == "text/markdown":
+            box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
+            return [checked_math(box, self.format)]
+        if mime == "text/latex":
+            return [checked_math(_output_box(latex_nodes(str(value)), "livecells-latex"), self.format)]
+        if mime == "application/json":
+            if isinstance(value, str):
+                value = json.loads(value)
+            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+            return [self.text(text, ["livecells-result", "livecells-json"])]
+        return [self.text(str(value), ["livecells-result"])]
+
+    def _image(self, mime: str, value: str) -> nodes.Node | None:
+        raw = value.encode() if mime == "image/svg+xml" else base64.b64decode(value, validate=False)
+        if len(raw) > MAX_IMAGE_BYTES:
+            return note(
+                f"An image of {len(raw) / 2**20:.1f} MiB was left out (limit "
+                f"{MAX_IMAGE_BYTES // 2**20} MiB).",
+                "livecells-refused",
+            )
+        name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{IMAGE_TYPES[mime]}"
+        builder = self.builder
+        if self.format == "latex":
+            target = Path(builder.outdir) / name
+            uri = name
+        else:
+            imagedir = getattr(builder, "imagedir", "_images")
+            target = Path(builder.outdir) / imagedir / name
+            try:
+                base = builder.get_target_uri(self.docname)
+            except Exception:
+                base = self.docname
+            uri = relative_uri(base, f"{imagedir}/{name}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.write_bytes(raw)
+        image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
+        return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
+
+
+def cell_location(cell: live_cell) -> str:
+    """``file:line`` of the cell's directive: the same place the build's warnings name
+    (:meth:`livecells.model.plans.CellPlan.location`)."""
+    return f"{cell.source}:{cell.line}"
+
+
+def _output_warning(cell: live_cell, framework: str, message: str) -> None:
+    logger.warning(
+        f"live-cell [{framework}]: {message}", type=WARNING_TYPE, subtype="output", location=cell_location(cell)
+    )
+
+
+def _output_box(children: list[nodes.Node], kind: str) -> nodes.container:
+    return nodes.container("", *children, classes=["output", "livecells-output", "livecells-result", kind])
+
+
+
+def note(text: str, *classes: str) -> nodes.paragraph:
+    """A line of livecells' own about a cell (stored text in it loses its escapes and controls)."""
+    text = strip_ansi(text)  # it may hold stored text (a device, a date, a reason)
+    return nodes.paragraph(text, text, classes=list(classes))
