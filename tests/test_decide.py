@@ -124,7 +124,8 @@ def test_committed_store_files_read_as_records_and_write_back_unchanged():
     import json
     from pathlib import Path
 
-    from livecells.store.schema import check_session, session_from_json, session_to_json
+    from livecells.store import session_from_json, session_to_json
+    from livecells.store.schema import check_session
 
     files = sorted((Path(__file__).resolve().parents[1] / "docs" / "_livecells").glob("*.json"))
     assert files

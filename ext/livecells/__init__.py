@@ -1,8 +1,10 @@
 """livecells: execute framework-tabbed code cells at sphinx-build time and show their live output.
 
-The build runs in five stages, each in its own module and each handing the next plain data:
-read (:mod:`.directive`, :mod:`.plan`), plan and execute (:mod:`.pipeline`, :mod:`.execute`,
-:mod:`.kernel`), store (:mod:`.store`) and render (:mod:`.render`).
+The build runs in stages, one subpackage each, handing the next typed records (:mod:`.model`):
+:mod:`.read` (directives, each page's plan), :mod:`.plan` (session keys, what runs),
+:mod:`.execute` (kernels), :mod:`.store` (JSON files) and :mod:`.render` (pages, notebooks,
+the report). :mod:`.build` wires them to Sphinx's events; this module only registers them.
+See ARCHITECTURE.md.
 """
 
 from __future__ import annotations

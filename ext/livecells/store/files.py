@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from livecells.model.records import SessionRecord
-from livecells.store.schema import Invalid, check_session, session_from_json, session_to_json
+from livecells.store.records import session_from_json, session_to_json
+from livecells.store.schema import Invalid, check_session
 
 FORMAT = 1
 SUFFIX = ".json"
@@ -171,7 +172,7 @@ class OutputStore:
 
 
 #: Per store file text read (path, length, hash): each session's problem, or None. A build
-#: reads each page's file up to three times (plan, render, report); it is checked once.
+#: reads each page's file twice (the plan, the page); it is checked once.
 _VERDICTS: dict[tuple[str, int, int], dict[str, str | None]] = {}
 
 

@@ -1,23 +1,18 @@
-"""The shape of a stored session, checked wherever results enter livecells; and safe text.
+"""The shape of a stored session, checked wherever results enter livecells.
 
-A session record (see :func:`.execute.session_record`) is plain JSON data. Records come from
-two places nobody here controls: a kernel (a cell can print or display anything) and a store
-file (committed, edited by hand, merged by git). :func:`check_session` checks a record read
-from the store, entry by entry: a record that fails is not used (its session runs again).
-:func:`repair_session` makes a freshly executed record safe to store and show: an output that
-cannot be shown is replaced by a note, lone surrogates become U+FFFD, and text that is too long
-is cut, with a note saying what was cut. :func:`check_output` is what the render stage checks
-before it turns an output into nodes.
-
-Text for pages: :func:`strip_controls` removes every C0/C1 control character but newline and
-tab, :func:`css_name` turns any string into a safe CSS class name part. Nothing here knows
-Sphinx.
+A session's JSON (see :mod:`.records`) comes from two places nobody here controls: a kernel (a
+cell can print or display anything) and a store file (committed, edited by hand, merged by
+git). :func:`check_session` checks a session read from the store, entry by entry: one that fails
+is not used (its session runs again). :func:`repair_session` makes a freshly executed session
+safe to store and show: an output that cannot be shown is replaced by a note, lone surrogates
+become U+FFFD, and text that is too long is cut, with a note saying what was cut.
+:func:`check_output` is what the render stage checks before it turns an output into nodes.
+Nothing here knows Sphinx.
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import binascii
 import math
 import re
@@ -25,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from livecells.model.mime import BASE64_TYPES
-from livecells.model.records import CELL_STATUSES, CellRecord, Provenance, SessionRecord
+from livecells.model.records import CELL_STATUSES
 from livecells.model.text import ESCAPE, cut_text, fix_surrogates, has_surrogates, one_line, strip_controls
 
 OUTPUT_TYPES = ("stream", "error", "execute_result", "display_data")
@@ -373,91 +368,3 @@ def repair_session(record: dict[str, Any], limit: int) -> list[str]:
             outputs.append(_bound_output(output, limit))
         cell["outputs"] = outputs
     return repaired
-
-
-# -- records: the one place they become JSON, and JSON becomes records -----------------------------
-
-_CELL_KEYS = ("status", "outputs", "time", "execution_count")
-_PROVENANCE_FIELDS = tuple(f.name for f in dataclasses.fields(Provenance) if f.name != "extra")
-
-
-def session_to_json(record: SessionRecord) -> dict[str, Any]:
-    """The store's JSON of a session record (plain data, as it is written to the file)."""
-    provenance = {name: getattr(record.provenance, name) for name in _PROVENANCE_FIELDS}
-    provenance["kernelspec"] = dict(record.provenance.kernelspec)
-    provenance.update(record.provenance.extra)
-    data: dict[str, Any] = {
-        "framework": record.framework,
-        "key": record.key,
-        "environment": record.environment,
-        "status": record.status,
-        "message": record.message,
-        "duration": record.duration,
-        "cells": [cell_to_json(cell) for cell in record.cells],
-        "provenance": provenance,
-    }
-    if record.run_id:
-        data["run_id"] = record.run_id
-    return data
-
-
-def cell_to_json(cell: CellRecord) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "status": cell.status,
-        "outputs": cell.outputs,
-        "time": cell.time,
-        "execution_count": cell.execution_count,
-    }
-    if cell.error:
-        data["error"] = cell.error
-    data["index"] = cell.index
-    data["code_sha"] = cell.code_sha
-    if cell.sync_error:
-        data["sync_error"] = cell.sync_error
-    if cell.expected:
-        data["expected"] = True
-    return data
-
-
-def session_from_json(data: dict[str, Any]) -> SessionRecord:
-    """The record of a session's JSON, which :func:`check_session` has accepted (a key may be
-    missing: a hand-written or older file; it gets its default)."""
-    provenance = dict(data.get("provenance") or {})
-    known = {name: provenance.pop(name) for name in _PROVENANCE_FIELDS if name in provenance}
-    known["kernelspec"] = dict(known.get("kernelspec") or {})
-    for name in ("device_count", "devices_leased"):
-        if known.get(name) is None:
-            known.pop(name, None)
-    return SessionRecord(
-        framework=data.get("framework") or "",
-        key=data.get("key") or "",
-        environment=data.get("environment") or "",
-        status=data.get("status") or "?",
-        cells=[cell_from_json(cell) for cell in data.get("cells") or []],
-        provenance=Provenance(**known, extra=provenance),
-        message=data.get("message"),
-        duration=data.get("duration"),
-        run_id=data.get("run_id") or "",
-    )
-
-
-def cell_from_json(data: dict[str, Any]) -> CellRecord:
-    return CellRecord(
-        status=data["status"],
-        outputs=list(data.get("outputs") or []),
-        time=data.get("time"),
-        execution_count=data.get("execution_count"),
-        error=data.get("error") or None,
-        index=data["index"],
-        code_sha=data["code_sha"],
-        sync_error=data.get("sync_error") or None,
-        expected=data.get("expected") is True,
-    )
-
-
-def repaired(record: SessionRecord, limit: int) -> tuple[SessionRecord, list[str]]:
-    """A just-executed record made fit to store and show (see :func:`repair_session`), and what
-    was repaired."""
-    data = session_to_json(record)
-    problems = repair_session(data, limit)
-    return session_from_json(data), problems

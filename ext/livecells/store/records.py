@@ -1,0 +1,101 @@
+"""The one place records become JSON, and JSON becomes records.
+
+:func:`session_to_json` is what a store file holds for a session; :func:`session_from_json`
+reads back what :func:`~livecells.store.schema.check_session` accepted (a key may be missing, in
+a hand-written or older file: it gets its default; provenance keys livecells does not know are
+kept, and written back unchanged). :func:`repaired` makes a just-executed record fit to store
+and show. Nothing here knows Sphinx.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from livecells.model.records import CellRecord, Provenance, SessionRecord
+from livecells.store.schema import repair_session
+
+_CELL_KEYS = ("status", "outputs", "time", "execution_count")
+_PROVENANCE_FIELDS = tuple(f.name for f in dataclasses.fields(Provenance) if f.name != "extra")
+
+
+def session_to_json(record: SessionRecord) -> dict[str, Any]:
+    """The store's JSON of a session record (plain data, as it is written to the file)."""
+    provenance = {name: getattr(record.provenance, name) for name in _PROVENANCE_FIELDS}
+    provenance["kernelspec"] = dict(record.provenance.kernelspec)
+    provenance.update(record.provenance.extra)
+    data: dict[str, Any] = {
+        "framework": record.framework,
+        "key": record.key,
+        "environment": record.environment,
+        "status": record.status,
+        "message": record.message,
+        "duration": record.duration,
+        "cells": [cell_to_json(cell) for cell in record.cells],
+        "provenance": provenance,
+    }
+    if record.run_id:
+        data["run_id"] = record.run_id
+    return data
+
+
+def cell_to_json(cell: CellRecord) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "status": cell.status,
+        "outputs": cell.outputs,
+        "time": cell.time,
+        "execution_count": cell.execution_count,
+    }
+    if cell.error:
+        data["error"] = cell.error
+    data["index"] = cell.index
+    data["code_sha"] = cell.code_sha
+    if cell.sync_error:
+        data["sync_error"] = cell.sync_error
+    if cell.expected:
+        data["expected"] = True
+    return data
+
+
+def session_from_json(data: dict[str, Any]) -> SessionRecord:
+    """The record of a session's JSON, which :func:`check_session` has accepted (a key may be
+    missing: a hand-written or older file; it gets its default)."""
+    provenance = dict(data.get("provenance") or {})
+    known = {name: provenance.pop(name) for name in _PROVENANCE_FIELDS if name in provenance}
+    known["kernelspec"] = dict(known.get("kernelspec") or {})
+    for name in ("device_count", "devices_leased"):
+        if known.get(name) is None:
+            known.pop(name, None)
+    return SessionRecord(
+        framework=data.get("framework") or "",
+        key=data.get("key") or "",
+        environment=data.get("environment") or "",
+        status=data.get("status") or "?",
+        cells=[cell_from_json(cell) for cell in data.get("cells") or []],
+        provenance=Provenance(**known, extra=provenance),
+        message=data.get("message"),
+        duration=data.get("duration"),
+        run_id=data.get("run_id") or "",
+    )
+
+
+def cell_from_json(data: dict[str, Any]) -> CellRecord:
+    return CellRecord(
+        status=data["status"],
+        outputs=list(data.get("outputs") or []),
+        time=data.get("time"),
+        execution_count=data.get("execution_count"),
+        error=data.get("error") or None,
+        index=data["index"],
+        code_sha=data["code_sha"],
+        sync_error=data.get("sync_error") or None,
+        expected=data.get("expected") is True,
+    )
+
+
+def repaired(record: SessionRecord, limit: int) -> tuple[SessionRecord, list[str]]:
+    """A just-executed record made fit to store and show (see :func:`repair_session`), and what
+    was repaired."""
+    data = session_to_json(record)
+    problems = repair_session(data, limit)
+    return session_from_json(data), problems
