@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -25,19 +24,11 @@ from sphinx.util import logging
 from livecells.build.run import Run, build_state, file_hashes, page_keys, store_of, warn
 from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
+from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 from livecells.store import StoreProblem
 
 logger = logging.getLogger(__name__)
-
-
-def _file_digest(path: Path) -> str:
-    try:
-        if not path.is_file():  # a FIFO would block the build forever
-            return ""
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:24]
-    except OSError:
-        return ""
 
 
 def _seen(env: BuildEnvironment) -> dict[str, dict[str, Any]]:
@@ -73,7 +64,7 @@ def on_env_get_outdated(
             outdated.append(docname)
             continue
         keys, _ = page_keys(app, page)
-        if keys != seen.get("keys") or _file_digest(store.path(docname)) != seen.get("store"):
+        if keys != seen.get("keys") or file_digest(str(store.path(docname))) != seen.get("store"):
             outdated.append(docname)
     return outdated
 
@@ -88,7 +79,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
         seen[docname] = {
             "mode": _mode_signature(config),
             "keys": run.keys[docname],
-            "store": _file_digest(run.store.path(docname)),
+            "store": file_digest(str(run.store.path(docname))),
         }
     for docname in [d for d in seen if d not in plans(env)]:
         del seen[docname]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+from stat import S_ISREG
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ def file_digest(path: str, hashes: FileHashes | None = None) -> str:
     try:
         stat = os.stat(path)
     except OSError:
+        return "<unreadable>"
+    if not S_ISREG(stat.st_mode):  # a FIFO would block the build forever
         return "<unreadable>"
     signature = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
     known = hashes.get(path) if hashes is not None else None
