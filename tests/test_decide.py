@@ -133,3 +133,19 @@ def test_committed_store_files_read_as_records_and_write_back_unchanged():
         for framework, data in json.loads(path.read_text())["sessions"].items():
             check_session(data)
             assert session_to_json(session_from_json(data)) == data, (path.name, framework)
+
+
+def test_the_build_outcome_pickles_without_this_builds_records():
+    """The outcome lives on the environment, which Sphinx pickles: this build's records (every
+    output) stay out of environment.pickle; what the report needs stays in."""
+    import pickle
+
+    from livecells.model.records import BuildOutcome, SessionOutcome
+
+    session = plan("x = 1")
+    outcome = BuildOutcome(run_id="r", ran=1)
+    outcome.sessions[("page", "alpha")] = SessionOutcome("page", "alpha", "/src/page.rst", "run", "ok", cells=1)
+    outcome.records[("page", "alpha")] = record(session)
+    copy = pickle.loads(pickle.dumps(outcome))
+    assert copy.records == {} and outcome.records  # the original keeps them for this build
+    assert copy.sessions == outcome.sessions and copy.run_id == "r" and copy.ran == 1
