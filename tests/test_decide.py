@@ -149,3 +149,44 @@ def test_the_build_outcome_pickles_without_this_builds_records():
     copy = pickle.loads(pickle.dumps(outcome))
     assert copy.records == {} and outcome.records  # the original keeps them for this build
     assert copy.sessions == outcome.sessions and copy.run_id == "r" and copy.ran == 1
+
+
+def test_any_session_the_store_accepts_reads_as_a_record_and_writes_back_accepted():
+    """Adversarial: real stored sessions with keys dropped, emptied, or added at random. Whatever
+    check_session lets through, session_from_json must read, and its JSON must pass again."""
+    import copy
+    import json
+    import random
+    from pathlib import Path
+
+    from livecells.store import session_from_json, session_to_json
+    from livecells.store.schema import Invalid, check_session
+
+    rng = random.Random(1234)
+    sessions = [
+        data
+        for path in sorted((Path(__file__).resolve().parents[1] / "docs" / "_livecells").glob("*.json"))
+        for data in json.loads(path.read_text())["sessions"].values()
+    ]
+    odd = [None, "", 0, -1, 1.5, [], {}, "x" * 3, {"k": "v"}, True]
+    accepted = 0
+    for _ in range(600):
+        data = copy.deepcopy(rng.choice(sessions))
+        targets = [data, data.get("provenance") or {}, *(data.get("cells") or [])]
+        for _ in range(rng.randint(1, 4)):
+            where = rng.choice(targets)
+            if not isinstance(where, dict):
+                continue
+            key = rng.choice([*where, "extra", "unknown_key"]) if where else "unknown_key"
+            if rng.random() < 0.4:
+                where.pop(key, None)
+            else:
+                where[key] = rng.choice(odd)
+        try:
+            check_session(data)
+        except Invalid:
+            continue
+        accepted += 1
+        record = session_from_json(data)
+        check_session(session_to_json(record))
+    assert accepted > 50  # the mutations reach the conversion, not only the checks
