@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -62,6 +63,37 @@ class Fingerprint:
     @property
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.info, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def kernel_python(executable: str) -> str:
+    """The interpreter that jupyter_client runs for a kernelspec whose ``argv[0]`` is
+    ``executable``: this one for ``python``, ``python3`` and ``python3.X`` of this version (as
+    jupyter_client's ``format_kernel_cmd`` does), else ``executable`` found on ``PATH``."""
+    major, minor = sys.version_info[:2]
+    if executable in {"python", f"python{major}", f"python{major}.{minor}"}:
+        return sys.executable
+    return shutil.which(executable) or executable
+
+
+def is_own_python(executable: str) -> bool:
+    """Whether a kernelspec's ``argv[0]`` runs this very Python, in this environment.
+
+    Another name in this interpreter's own folder for the same binary (``.venv/bin/python3``
+    beside ``.venv/bin/python``) is; the same binary reached from another folder is not (a
+    virtual environment is found from the folder of the path run, so ``/usr/bin/python3`` is
+    not this venv's Python, nor is a link to it elsewhere): in doubt, the kernel is asked.
+    """
+    path = kernel_python(executable)
+    if not path:
+        return False
+    if path == sys.executable:
+        return True
+    if not os.path.exists(path):
+        return False
+    here = os.path.abspath(sys.executable)
+    path = os.path.abspath(path)
+    same_folder = os.path.realpath(os.path.dirname(path)) == os.path.realpath(os.path.dirname(here))
+    return same_folder and os.path.realpath(path) == os.path.realpath(here)
 
 
 def _in_process(modules: list[str]) -> dict[str, Any]:
@@ -168,10 +200,7 @@ def fingerprint(framework: FrameworkSpec) -> Fingerprint:
         )
     argv = list(spec.argv)
     executable = argv[0] if argv else ""
-    same = executable in {"python", "python3", sys.executable} or (
-        os.path.exists(executable) and os.path.realpath(executable) == os.path.realpath(sys.executable)
-    )
-    if same:
+    if is_own_python(executable):
         details = _in_process(modules)
     else:
         try:
