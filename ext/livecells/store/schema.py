@@ -19,11 +19,10 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
-from livecells.model.text import ESCAPE, _SURROGATE, cut_text, fix_surrogates, one_line, strip_controls
+from livecells.model.text import ESCAPE, _SURROGATE, cut_text, fix_surrogates, one_line
 
 OUTPUT_TYPES = ("stream", "error", "execute_result", "display_data")
 CELL_STATUSES = ("ok", "error", "timeout", "died", "not-run")
