@@ -11,6 +11,13 @@ jupyter_client stays in charge of everything else: :class:`ForkServerProvisioner
 the ``Popen`` of :class:`~jupyter_client.provisioning.LocalProvisioner` by a request to the
 template and hands back a Popen-like :class:`ForkedProcess`; :class:`ForkedKernelManager`
 installs it without any kernelspec change. Any failure falls back to the normal launch.
+
+This module is the launcher's side; the template's program is :mod:`livecells.execute.template`,
+a file that the kernel's own Python runs. The module's size (~500 lines) is earned: its four
+parts are the launcher's half of one protocol and are read together: :class:`Template` (one
+template process: start, readiness, requests, close), :class:`ForkedProcess` (a forked kernel as
+jupyter_client's Popen), :class:`ForkServer` (a template per key, the environment check, the
+fallbacks said once) and the jupyter_client glue (provisioner and manager, ~70 lines).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ folder with its devices leased through ``CUDA_VISIBLE_DEVICES``, installs the ho
 ``perf_counter`` after the framework's queued device work has finished and preloads the
 framework, runs cells and returns each one as a :class:`CellResult` of plain data (Jupyter mime
 bundles). It knows nothing of Sphinx.
+
+The module's size (~480 lines) is earned: it is one kernel's life, each step of which can fail
+in its own way and must leave the session in a state the next step understands: the start (the
+hook sent with the launch, its reply as the sign of life, IOPub's readiness), a cell's request
+and its output until idle, a timeout (interrupt, then stop a kernel that ignores it), a kernel
+that dies (why, in words), and a shutdown that kills every process the kernel started.
 """
 
 from __future__ import annotations
