@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from livecells.execute import hook, reaper, template
+from livecells.execute import environment, hook, interpreter, reaper, template
 from livecells.execute.environment import is_own_python, kernel_python
 from livecells.execute.forkserver import _key
 from livecells.execute.kernel import PROBE_EXPRESSION, TIME_EXPRESSION, KernelSession, hook_request, hook_source
@@ -329,6 +329,29 @@ def test_which_kernelspec_python_is_this_one(tmp_path: Path, monkeypatch: pytest
     (elsewhere / "python3.1").symlink_to(other)
     assert kernel_python("python3.1") == str(elsewhere / "python3.1") and not is_own_python("python3.1")
     assert kernel_python("no-such-python") == "no-such-python"
+
+
+def test_another_kernels_python_is_asked_by_running_interpreter_py(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same interpreter asked two ways (in-process, and as another kernelspec's Python that
+    runs execute/interpreter.py as a file) gives the same fingerprint."""
+    wrapper = tmp_path / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    kernel = tmp_path / "share" / "jupyter" / "kernels" / "other"
+    kernel.mkdir(parents=True)
+    argv = [str(wrapper), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (kernel / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Other", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
+    modules = ["json", "no_such_module_livecells", "pytest"]
+    assert not is_own_python(str(wrapper))
+    found = environment.fingerprint(FrameworkSpec(name="o", label="O", kernel="other", preload=tuple(modules)))
+    assert found.info["packages"] == interpreter.details(modules)["packages"]
+    assert found.info["packages"]["json"].startswith("stdlib ") and found.info["packages"]["pytest"] == pytest.__version__
+    assert found.sources["executable"] == sys.executable
+    assert "no_such_module_livecells not installed for kernel 'other'" in found.problem
 
 
 # --- One real kernel: the hook's file is what runs there.

@@ -3,51 +3,24 @@
 It covers the kernelspec (name and command), the kernel's Python version, and the versions of the
 distributions that provide the framework's preloaded modules, so that a library upgrade, a fresh
 clone or a different interpreter is noticed (mtime-based caches miss all three). For the kernel
-that runs this very interpreter it is computed in-process; for any other kernelspec, by running
-its Python once with a short script.
+that runs this very interpreter (:func:`is_own_python`) it is computed in-process; for any other
+kernelspec, by running its Python once on :mod:`livecells.execute.interpreter`'s file.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from livecells.execute import interpreter
+from livecells.execute.template import BOOT
 from livecells.model.frameworks import FrameworkSpec
-
-PROBE_SCRIPT = r"""
-import importlib.util, json, platform, sys
-from importlib import metadata
-def version(module):
-    try:
-        return metadata.version(module)
-    except Exception:
-        pass
-    try:
-        dists = metadata.packages_distributions().get(module, [])
-        if dists:
-            return metadata.version(dists[0])
-    except Exception:
-        pass
-    if module in sys.stdlib_module_names or module in sys.builtin_module_names:
-        return "stdlib " + platform.python_version()
-    try:
-        return "unversioned" if importlib.util.find_spec(module) is not None else ""
-    except Exception:
-        return ""
-mods = json.loads(sys.argv[1])
-import site
-print(json.dumps({"python": platform.python_version(), "executable": sys.executable,
-                  "packages": {m: version(m) for m in mods},
-                  "site_dirs": [d for d in sys.path if d.endswith("-packages")]}))
-"""
 
 
 @dataclass(frozen=True)
@@ -94,36 +67,6 @@ def is_own_python(executable: str) -> bool:
     path = os.path.abspath(path)
     same_folder = os.path.realpath(os.path.dirname(path)) == os.path.realpath(os.path.dirname(here))
     return same_folder and os.path.realpath(path) == os.path.realpath(here)
-
-
-def _in_process(modules: list[str]) -> dict[str, Any]:
-    from importlib import metadata
-
-    def version(module: str) -> str:
-        """The distribution's version; for the standard library, Python's; "" if not found."""
-        try:
-            return metadata.version(module)
-        except metadata.PackageNotFoundError:
-            pass
-        dists = metadata.packages_distributions().get(module, [])
-        try:
-            if dists:
-                return metadata.version(dists[0])
-        except metadata.PackageNotFoundError:
-            pass
-        if module in sys.stdlib_module_names or module in sys.builtin_module_names:
-            return f"stdlib {platform.python_version()}"
-        try:  # importable without distribution metadata (a module on PYTHONPATH)
-            return "unversioned" if importlib.util.find_spec(module) is not None else ""
-        except (ImportError, ValueError):
-            return ""
-
-    return {
-        "python": platform.python_version(),
-        "executable": sys.executable,
-        "packages": {m: version(m) for m in modules},
-        "site_dirs": [d for d in sys.path if d.endswith("-packages")],
-    }
 
 
 def evidence(sources: dict[str, Any]) -> str:
@@ -201,11 +144,11 @@ def fingerprint(framework: FrameworkSpec) -> Fingerprint:
     argv = list(spec.argv)
     executable = argv[0] if argv else ""
     if is_own_python(executable):
-        details = _in_process(modules)
+        details = interpreter.details(modules)
     else:
         try:
             out = subprocess.run(
-                [executable, "-c", PROBE_SCRIPT, json.dumps(modules)],
+                [executable, "-c", BOOT, interpreter.__file__, json.dumps(modules)],
                 capture_output=True,
                 text=True,
                 timeout=60,
