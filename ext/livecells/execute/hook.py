@@ -34,9 +34,9 @@ SYNC_ERROR_LIMIT = 100
 SYNC_ERROR_CHARS = 500
 
 
-def new_state(name: str = STATE) -> types.ModuleType:
+def new_state() -> types.ModuleType:
     """A fresh state module (not yet in ``sys.modules``)."""
-    state = types.ModuleType(name)
+    state = types.ModuleType(STATE)
     state.last = None
     state.sync_errors = []
     return state

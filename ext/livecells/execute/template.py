@@ -36,9 +36,11 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-#: How the launcher runs this file: ``python -c BOOT <this file> ...``. Compiled with the file's
-#: path (tracebacks name it); three frames below ipykernel's ``launch_new_instance`` in a child,
-#: as under ``python -m ipykernel_launcher``.
+#: How a kernel-side file runs in another Python: ``python -c BOOT FILE ARGS...`` (this file, and
+#: execute/interpreter.py). As ``python FILE`` would, in ``__main__``, compiled with the file's
+#: path (tracebacks name it), but ``sys.path[0]`` stays the cwd's ``""`` rather than FILE's folder
+#: (where execute/dask.py would stand in for dask); a forked child is three frames below
+#: ipykernel's ``launch_new_instance``, as under ``python -m ipykernel_launcher``.
 BOOT = "import sys; __file__ = sys.argv[1]; exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"
 
 
