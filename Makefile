@@ -1,12 +1,13 @@
 # livecells: `make docs` sets everything up and builds the docs with executed cells;
-# `make test` runs the whole suite. Both create .venv on first use.
+# `make test` lints (ruff) and runs the whole suite; `make lint` lints only. Both create .venv
+# on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPHINXOPTS ?=
 
-.PHONY: docs test install clean pdf bench
+.PHONY: docs test lint install clean pdf bench
 
 install: $(STAMP)
 
@@ -21,7 +22,10 @@ $(STAMP): pyproject.toml
 docs: $(STAMP)
 	$(BIN)/sphinx-build -b html -c . $(SPHINXOPTS) docs _build/html
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check ext tests bench
+
+test: lint
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
 
 pdf: $(STAMP)

@@ -24,7 +24,7 @@ from helpers import build_site, cells, outputs, soup
 distributed = pytest.importorskip("distributed")
 
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
-from livecells.config import read_config
+from livecells.config import read_config  # noqa: E402
 from livecells.execute.dask import DaskScheduler, check_executor, own_gpus  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
 from livecells.execute.scheduler import SessionJob  # noqa: E402

@@ -16,7 +16,8 @@ import pytest
 from conftest import kernel_processes
 from livecells.model.frameworks import FrameworkSpec
 from livecells.config import LivecellsConfig
-from livecells.execute.forkserver import ForkedProcess, ForkServer
+from livecells.execute import template as template_program
+from livecells.execute.forkserver import MARKER, ForkedProcess, ForkServer
 from livecells.execute.kernel import KernelSession
 
 pytestmark = pytest.mark.usefixtures("no_kernel_left")
@@ -100,11 +101,14 @@ def torch_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         runs = run(both())
         data = {"runs": runs, "dirs": [str(first), str(second)]}
         data["fallbacks"], data["template"] = dict(server.fallbacks), template.process.pid
+        data["cmdline"] = psutil.Process(template.process.pid).cmdline()
     return data
 
 
 def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
     assert torch_runs["fallbacks"] == {}
+    # The template is execute/template.py, run by path (and found by the marker, as kernels are).
+    assert torch_runs["cmdline"][3:5] == [template_program.__file__, MARKER]
     for found in torch_runs["runs"]:
         assert isinstance(found["process"], ForkedProcess)
         assert found["report"]["ppid"] == torch_runs["template"] != os.getpid()
@@ -252,6 +256,7 @@ print(_j.dumps({
     "env": dict(_o.environ), "path": list(_s.path), "cwd": _o.getcwd(), "name": __name__,
     "names": sorted(k for k in globals() if not k.startswith("_")),
     "history": [len(In), len(Out)], "argv": _s.argv[:2],  # [launcher, "-f"]
+    "build_side": sorted(m for m in _s.modules if m.split(".")[0] in ("livecells", "sphinx", "docutils")),
 }))
 """
 DRAWS = """\
@@ -309,10 +314,11 @@ def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(
             k: v for k, v in env_b.items() if k not in PER_SESSION
         }
         assert env_a["LIVECELLS_SESSION"] != env_b["LIVECELLS_SESSION"]
-        assert a == b  # path, cwd, __name__, user namespace, In/Out, argv
+        assert a == b  # path, cwd, __name__, user namespace, In/Out, argv, build-side modules
         assert other["draws"]["hash"] == fresh["draws"]["hash"] == int(expected_hash)
         assert other["draws"]["mxnet"] == fresh["draws"]["mxnet"]
         assert other["draws"]["mxnet_nd"] == fresh["draws"]["mxnet_nd"]
     assert fresh["state"]["cwd"] == str(tmp_path)
+    assert fresh["state"]["build_side"] == []  # nor in a forked kernel (a == b): the template has none
     for name in ("random", "numpy"):
         assert len({fresh["draws"][name], forked["draws"][name], again["draws"][name]}) == 3, name

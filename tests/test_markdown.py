@@ -389,9 +389,9 @@ def test_held_out_chapters_run_the_cells_of_d2lbooks_own_tab_notebooks(tmp_path)
     built = plans(app.env)
     assert sorted(built) == sorted(oracle)
     for page, tabs in oracle.items():
-        for framework, cells in tabs.items():
+        for framework, expected in tabs.items():
             ours = [cell.code.strip() for cell in built[page].session(framework).cells]
-            assert ours == cells, f"{page} [{framework}]"
+            assert ours == expected, f"{page} [{framework}]"
     # What the fixes made right: mxnet's Module has no tab.selected left, and mxnet runs the
     # chapter whose cells are all ``#@tab all``.
     assert not any("tab.selected" in c for c in oracle["chapter_linear-regression/oo-design"]["mxnet"])

@@ -84,7 +84,7 @@ def test_every_bad_cell_has_its_own_located_message(bad):
         line = line_of(path, text)
         # The message points at the failing line, or at the cell's directive just above it.
         directive = max(
-            n for n, l in enumerate(path.read_text().splitlines(), 1) if n <= line and ".. live-cell::" in l
+            n for n, row in enumerate(path.read_text().splitlines(), 1) if n <= line and ".. live-cell::" in row
         )
         candidates = {line, directive, directive + 1, directive + 2, directive + 3} & found[page]
         assert candidates - used, f"no located message for {page}:{line} ({text})"

@@ -28,7 +28,8 @@ class Progress:
     def show(self, text: str) -> None:
         if self.single_line:
             logger.info("\x1b[2K", nonl=True)
-        logger.info(bold("executing cells... ") + f"[{self.done}/{self.total} done] {text} ({self.elapsed():.1f} s)", nonl=True)
+        line = f"[{self.done}/{self.total} done] {text} ({self.elapsed():.1f} s)"
+        logger.info(bold("executing cells... ") + line, nonl=True)
         logger.info("\r" * self.single_line, nonl=self.single_line)
 
     def started_one(self, name: str, cells: int) -> None:

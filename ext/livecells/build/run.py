@@ -11,7 +11,6 @@ and its problems become warnings located at the cell. What happened to every ses
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any

@@ -3,50 +3,24 @@
 It covers the kernelspec (name and command), the kernel's Python version, and the versions of the
 distributions that provide the framework's preloaded modules, so that a library upgrade, a fresh
 clone or a different interpreter is noticed (mtime-based caches miss all three). For the kernel
-that runs this very interpreter it is computed in-process; for any other kernelspec, by running
-its Python once with a short script.
+that runs this very interpreter (:func:`is_own_python`) it is computed in-process; for any other
+kernelspec, by running its Python once on :mod:`livecells.execute.interpreter`'s file.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
-import platform
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from livecells.execute import interpreter
+from livecells.execute.template import BOOT
 from livecells.model.frameworks import FrameworkSpec
-
-PROBE_SCRIPT = r"""
-import importlib.util, json, platform, sys
-from importlib import metadata
-def version(module):
-    try:
-        return metadata.version(module)
-    except Exception:
-        pass
-    try:
-        dists = metadata.packages_distributions().get(module, [])
-        if dists:
-            return metadata.version(dists[0])
-    except Exception:
-        pass
-    if module in sys.stdlib_module_names or module in sys.builtin_module_names:
-        return "stdlib " + platform.python_version()
-    try:
-        return "unversioned" if importlib.util.find_spec(module) is not None else ""
-    except Exception:
-        return ""
-mods = json.loads(sys.argv[1])
-import site
-print(json.dumps({"python": platform.python_version(), "executable": sys.executable,
-                  "packages": {m: version(m) for m in mods},
-                  "site_dirs": [d for d in sys.path if d.endswith("-packages")]}))
-"""
 
 
 @dataclass(frozen=True)
@@ -64,34 +38,35 @@ class Fingerprint:
         return hashlib.sha256(json.dumps(self.info, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _in_process(modules: list[str]) -> dict[str, Any]:
-    from importlib import metadata
+def kernel_python(executable: str) -> str:
+    """The interpreter that jupyter_client runs for a kernelspec whose ``argv[0]`` is
+    ``executable``: this one for ``python``, ``python3`` and ``python3.X`` of this version (as
+    jupyter_client's ``format_kernel_cmd`` does), else ``executable`` found on ``PATH``."""
+    major, minor = sys.version_info[:2]
+    if executable in {"python", f"python{major}", f"python{major}.{minor}"}:
+        return sys.executable
+    return shutil.which(executable) or executable
 
-    def version(module: str) -> str:
-        """The distribution's version; for the standard library, Python's; "" if not found."""
-        try:
-            return metadata.version(module)
-        except metadata.PackageNotFoundError:
-            pass
-        dists = metadata.packages_distributions().get(module, [])
-        try:
-            if dists:
-                return metadata.version(dists[0])
-        except metadata.PackageNotFoundError:
-            pass
-        if module in sys.stdlib_module_names or module in sys.builtin_module_names:
-            return f"stdlib {platform.python_version()}"
-        try:  # importable without distribution metadata (a module on PYTHONPATH)
-            return "unversioned" if importlib.util.find_spec(module) is not None else ""
-        except (ImportError, ValueError):
-            return ""
 
-    return {
-        "python": platform.python_version(),
-        "executable": sys.executable,
-        "packages": {m: version(m) for m in modules},
-        "site_dirs": [d for d in sys.path if d.endswith("-packages")],
-    }
+def is_own_python(executable: str) -> bool:
+    """Whether a kernelspec's ``argv[0]`` runs this very Python, in this environment.
+
+    Another name in this interpreter's own folder for the same binary (``.venv/bin/python3``
+    beside ``.venv/bin/python``) is; the same binary reached from another folder is not (a
+    virtual environment is found from the folder of the path run, so ``/usr/bin/python3`` is
+    not this venv's Python, nor is a link to it elsewhere): in doubt, the kernel is asked.
+    """
+    path = kernel_python(executable)
+    if not path:
+        return False
+    if path == sys.executable:
+        return True
+    if not os.path.exists(path):
+        return False
+    here = os.path.abspath(sys.executable)
+    path = os.path.abspath(path)
+    same_folder = os.path.realpath(os.path.dirname(path)) == os.path.realpath(os.path.dirname(here))
+    return same_folder and os.path.realpath(path) == os.path.realpath(here)
 
 
 def evidence(sources: dict[str, Any]) -> str:
@@ -168,15 +143,12 @@ def fingerprint(framework: FrameworkSpec) -> Fingerprint:
         )
     argv = list(spec.argv)
     executable = argv[0] if argv else ""
-    same = executable in {"python", "python3", sys.executable} or (
-        os.path.exists(executable) and os.path.realpath(executable) == os.path.realpath(sys.executable)
-    )
-    if same:
-        details = _in_process(modules)
+    if is_own_python(executable):
+        details = interpreter.details(modules)
     else:
         try:
             out = subprocess.run(
-                [executable, "-c", PROBE_SCRIPT, json.dumps(modules)],
+                [executable, "-c", BOOT, interpreter.__file__, json.dumps(modules)],
                 capture_output=True,
                 text=True,
                 timeout=60,

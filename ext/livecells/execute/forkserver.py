@@ -11,12 +11,18 @@ jupyter_client stays in charge of everything else: :class:`ForkServerProvisioner
 the ``Popen`` of :class:`~jupyter_client.provisioning.LocalProvisioner` by a request to the
 template and hands back a Popen-like :class:`ForkedProcess`; :class:`ForkedKernelManager`
 installs it without any kernelspec change. Any failure falls back to the normal launch.
+
+This module is the launcher's side; the template's program is :mod:`livecells.execute.template`,
+a file that the kernel's own Python runs. The module's size (~500 lines) is earned: its four
+parts are the launcher's half of one protocol and are read together: :class:`Template` (one
+template process: start, readiness, requests, close), :class:`ForkedProcess` (a forked kernel as
+jupyter_client's Popen), :class:`ForkServer` (a template per key, the environment check, the
+fallbacks said once) and the jupyter_client glue (provisioner and manager, ~70 lines).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import os
@@ -38,7 +44,9 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from livecells.execute.reaper import SESSION_VARIABLE, descendants, kill_tree, process_table
+from livecells.execute import template as program
+from livecells.execute.environment import kernel_python
+from livecells.execute.reaper import SESSION_VARIABLE, process_table
 
 if TYPE_CHECKING:
     from livecells.model.frameworks import FrameworkSpec
@@ -86,326 +94,6 @@ class ForkServerError(RuntimeError):
     """The template could not be started or talked to; the session falls back to a normal launch."""
 
 
-# --- Template side. These functions run in the kernel's own Python (their source is sent on the
-# --- template's stdin), so they use only the standard library and import inside their bodies.
-
-
-def _template_main(argv: list[str]) -> tuple[Any, ...] | None:
-    """Import, say ready (or why not) on stdout, then serve launch requests until told to stop.
-
-    In a forked child it returns :func:`_child`'s arguments: the child leaves the template's
-    frames before it becomes a kernel, so that cells run at a normal kernel's stack depth.
-    """
-    import gc
-    import importlib
-    import json
-    import os
-    import signal
-    import socket
-    import sys
-    import traceback
-
-    path, parent, preload = argv[0], int(argv[1]), json.loads(argv[2])
-    # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
-    # kernels that die (they are killed in _reap).
-    _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
-    if os.getppid() != parent:
-        return
-    if sys.path and sys.path[0] == "":
-        del sys.path[0]  # as ipykernel_launcher does; the kernel's init_path adds the cwd back
-    environ = dict(os.environ)  # what the imports saw
-    # What ipykernel sets before a user imports matplotlib; a preload may import it.
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    problem = None
-    try:
-        for name in preload:
-            importlib.import_module(name)
-        problem = _cuda_touched()
-    except BaseException:  # noqa: BLE001 - any import failure is reported, not raised
-        problem = "a preload import failed:\n" + traceback.format_exc(limit=-3)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    if problem is None:
-        listener.bind(path)
-        listener.listen(64)
-    os.write(1, (json.dumps({"error": problem}) + "\n").encode())
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-    if problem is not None:
-        return
-    # What the imports set in the environment (debugpy sets PYDEVD_USE_FRAME_EVAL): a fresh
-    # kernel's imports would set it too. Not MPLBACKEND, the template's own (the kernel sets it).
-    environ["MPLBACKEND"] = os.environ.get("MPLBACKEND")
-    imported_env = {
-        k: [environ.get(k), v] for k, v in os.environ.items() if environ.get(k) != v
-    }
-    sys.stderr.flush()  # nothing buffered may be written twice, by a child too
-    gc.freeze()  # keep the imported objects' pages shared with the children
-    # fds open now belong to the imported libraries (children keep them); later ones are ours.
-    keep = {int(fd) for fd in os.listdir("/proc/self/fd")} - {listener.fileno()}
-    keep = {fd for fd in keep if _is_open(fd)}  # not the fd that listed them
-
-    def stop(signum: int, frame: object) -> None:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    # From now on the launcher's death ends the loop through SIGTERM, so that the kernels'
-    # process trees are killed before the kernels themselves die (their PR_SET_PDEATHSIG).
-    _prctl(1, signal.SIGTERM)
-    if os.getppid() != parent:
-        return
-    children: dict[int, int | None] = {}
-    template, become = os.getpid(), None
-    try:
-        while os.getppid() == parent:  # the launcher died without close(): go too
-            _reap(children)
-            if not _readable(listener, 1.0):
-                continue
-            conn, _ = listener.accept()
-            conn.settimeout(10)  # a client that says nothing must not block the others
-            with conn:
-                become = _serve(conn, listener, keep, children)
-            if become is not None:  # in the forked child
-                become[0]["imported_env"] = imported_env
-                return become
-    finally:
-        if os.getpid() == template:
-            _stop_children(children, path)
-        elif become is None:  # a child that failed on its way out: never into the template's code
-            os._exit(1)
-    return None
-
-
-def _stop_children(children: dict[int, int | None], path: str) -> None:
-    import os
-
-    for pid, code in children.items():
-        if code is None:
-            kill_tree(pid)  # what left the kernel's process group too
-    for pid, code in children.items():
-        if code is None:
-            try:
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def _prctl(option: int, value: int) -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - no prctl: the loop still watches its parent
-        pass
-
-
-def _readable(sock: Any, timeout: float) -> bool:
-    import select
-
-    try:
-        return bool(select.select([sock], [], [], timeout)[0])
-    except InterruptedError:
-        return False
-
-
-def _is_open(fd: int) -> bool:
-    import os
-
-    try:
-        os.fstat(fd)
-    except OSError:
-        return False
-    return True
-
-
-def _cuda_touched() -> str | None:
-    """Why the template may not fork (CUDA state does not survive a fork), or None."""
-    import os
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return "the preload initialised CUDA (torch.cuda.is_initialized())"
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia"):
-                return "the preload opened a GPU device (CUDA initialised)"
-        except OSError:
-            continue
-    return None
-
-
-def _reap(children: dict[int, int | None]) -> None:
-    """Collect exit statuses (Popen convention: -signal or the exit code); kill what a kernel
-    that died left behind (its orphans come here: the template is a subreaper)."""
-    import os
-
-    kernel_ended = False
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        if pid in children:
-            kernel_ended = True
-            children[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    if kernel_ended:
-        me = os.getpid()
-        for pid, (ppid, state) in process_table().items():
-            if ppid == me and pid not in children and state not in "ZX":
-                kill_tree(pid)
-
-
-def _serve(
-    conn: Any, listener: Any, keep: set[int], children: dict[int, int | None]
-) -> tuple[Any, ...] | None:
-    """Answer one request: ``launch`` (fork a kernel) or ``status`` (of a kernel forked here).
-
-    In the forked child it returns at once with :func:`_child`'s arguments (its own copies of
-    the passed fds, which the template's copies closing here leave open).
-    """
-    import json
-    import os
-    import signal
-    import socket
-
-    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
-    while data and not data.endswith(b"\n"):
-        chunk = conn.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
-    try:
-        request = json.loads(data)
-        if request["op"] == "status":
-            _reap(children)
-            reply: dict[str, Any] = {"returncode": children[request["pid"]]}
-        elif not os.path.isdir(request["cwd"]):
-            reply = {"error": f"no such directory: {request['cwd']}"}
-        else:
-            template = os.getpid()
-            # No SIGTERM between the fork and the bookkeeping: close() relies on the record.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-            pid = os.fork()
-            if pid == 0:  # the child returns only to leave the template's loop (see _template_main)
-                try:
-                    return (request, [os.dup(fd) for fd in fds], conn, listener, keep, template)
-                except BaseException:
-                    os._exit(1)
-            children[pid] = None
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            reply = {"pid": pid}
-    except Exception as err:  # noqa: BLE001 - a bad request gets an answer, not a dead template
-        reply = {"error": f"{type(err).__name__}: {err}"}
-    finally:
-        for fd in fds:
-            os.close(fd)
-    conn.sendall((json.dumps(reply) + "\n").encode())
-
-
-def _child(
-    request: dict[str, Any], fds: list[int], conn: Any, listener: Any, keep: set[int], parent: int
-) -> None:
-    """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel."""
-    import atexit
-    import ctypes
-    import importlib.util
-    import os
-    import random
-    import signal
-    import sys
-    import traceback
-
-    code = 1
-    try:
-        os.setsid()
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        try:  # die with the template (kernels are its children, not the launcher's)
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except Exception:  # noqa: BLE001 - ipykernel's parent poller still watches the template
-            pass
-        if os.getppid() != parent:  # it died before prctl took effect
-            return
-        null = os.open(os.devnull, os.O_RDWR)
-        out, err = (fds + [null, null])[:2] if len(fds) != 1 else (fds[0], fds[0])
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        listener.close()
-        conn.close()
-        for fd in os.listdir("/proc/self/fd"):
-            if int(fd) > 2 and int(fd) not in keep:
-                try:
-                    os.close(int(fd))
-                except OSError:
-                    pass
-        env = dict(request["env"])
-        for name, (seen, value) in request.get("imported_env", {}).items():
-            if env.get(name) == seen:  # the session leaves it as the imports saw it
-                env[name] = value
-        env["JPY_PARENT_PID"] = str(os.getppid())
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(request["cwd"])
-        random.seed()  # from os.urandom: no two sessions share a seed
-        if "numpy.random" in sys.modules:
-            sys.modules["numpy.random"].seed(int.from_bytes(os.urandom(4), "little"))
-        if "torch" in sys.modules:  # seeds the (lazy) CUDA generators too, without touching CUDA
-            sys.modules["torch"].manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
-        spec = importlib.util.find_spec(request["module"])
-        sys.argv = [spec.origin if spec and spec.origin else request["module"], *request["args"]]
-        from ipykernel import kernelapp
-
-        # The trait's default was read from the template's environment at import.
-        watch = f"--IPKernelApp.parent_handle={parent}"
-        kernelapp.launch_new_instance(argv=[*request["args"], watch])
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    except BaseException:  # noqa: BLE001 - report to the kernel's log, exit non-zero
-        traceback.print_exc()
-    finally:
-        try:
-            atexit._run_exitfuncs()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
-TEMPLATE_FUNCTIONS = (
-    _template_main, _prctl, _stop_children, _readable, _is_open, _cuda_touched, _reap, _serve,
-    _child, process_table, descendants, kill_tree,
-)
-
-
-def template_source() -> str:
-    """The program a template runs: the functions above, then a call of ``_template_main``."""
-    parts = ["from __future__ import annotations", "import sys"]
-    parts += [inspect.getsource(function) for function in TEMPLATE_FUNCTIONS]
-    # A forked child comes back here and becomes a kernel: three frames below ipykernel's
-    # launch_new_instance, as under ``python -m ipykernel_launcher``.
-    parts.append("_become = _template_main(sys.argv[2:])\nif _become is not None:\n    _child(*_become)")
-    return "\n\n".join(parts) + "\n"
-
-
-#: Reads the template's program from stdin, so that ``ps`` shows a short command line.
-BOOT = "import sys; exec(compile(sys.stdin.read(), '<livecells-forkserver>', 'exec'))"
-
-
-# --- Launcher side.
-
-
 class Template:
     """One template process and the socket it listens on."""
 
@@ -418,23 +106,17 @@ class Template:
         self.path = os.path.join(workdir, f"t-{uuid.uuid4().hex[:8]}.sock")
         self.log_path = self.path[: -len(".sock")] + ".log"
         modules = [*KERNEL_MODULES, *self.preload]
+        # The template's program is a file, run by the kernel's Python (see execute/template.py).
+        command = [python, "-c", program.BOOT, program.__file__, MARKER, self.path, str(os.getpid())]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [python, "-c", BOOT, MARKER, self.path, str(os.getpid()), json.dumps(modules)],
-                stdin=subprocess.PIPE,
+                [*command, json.dumps(modules)],
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 env=env,
                 start_new_session=True,  # a Ctrl-C at the terminal is the launcher's to handle
             )
-        assert self.process.stdin is not None
-        try:
-            with self.process.stdin as source:  # a few kB: fits in the pipe, never blocks
-                source.write(template_source().encode())
-        except OSError:
-            self.process.kill()
-            self.process.wait()
-            raise
         self._ready: bool | None = None
         self._problem = ""
         self._lock = threading.Lock()
@@ -770,12 +452,7 @@ def _key_of(framework: FrameworkSpec) -> Key | None:
 
 def _key(python: str, spec_env: Mapping[str, str], preload: Sequence[str]) -> Key:
     """What a template is for: its python (as jupyter_client runs it), kernelspec env, preload."""
-    major, minor = sys.version_info[:2]
-    if python in {"python", f"python{major}", f"python{major}.{minor}"}:
-        python = sys.executable
-    else:
-        python = shutil.which(python) or python
-    return (python, tuple(preload), tuple(sorted(spec_env.items())))
+    return (kernel_python(python), tuple(preload), tuple(sorted(spec_env.items())))
 
 
 class ForkServerProvisioner(LocalProvisioner):  # type: ignore[misc]

@@ -1,10 +1,17 @@
 """Execute stage, one session: a real Jupyter kernel that runs one page's cells for one framework.
 
 :class:`KernelSession` starts a kernel (jupyter_client + the framework's kernelspec) in the page's
-folder with its devices leased through ``CUDA_VISIBLE_DEVICES``, installs a small hook in the
-kernel that times each cell with ``perf_counter`` after the framework's queued device work has
-finished, preloads the framework, runs cells and returns each one as a :class:`CellRecord` of
-plain data (Jupyter mime bundles). It knows nothing of Sphinx.
+folder with its devices leased through ``CUDA_VISIBLE_DEVICES``, installs the hook of
+:mod:`livecells.execute.hook` (its file's text, sent with the launch) that times each cell with
+``perf_counter`` after the framework's queued device work has finished and preloads the
+framework, runs cells and returns each one as a :class:`~livecells.model.records.CellRecord` of plain data (Jupyter mime
+bundles). It knows nothing of Sphinx.
+
+The module's size (~480 lines) is earned: it is one kernel's life, each step of which can fail
+in its own way and must leave the session in a state the next step understands: the start (the
+hook sent with the launch, its reply as the sign of life, IOPub's readiness), a cell's request
+and its output until idle, a timeout (interrupt, then stop a kernel that ignores it), a kernel
+that dies (why, in words), and a shutdown that kills every process the kernel started.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -25,161 +33,33 @@ import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
+from livecells.execute import hook
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.records import CellRecord
 from livecells.execute.outputs import OutputCollector, SessionDisplays
 from livecells.execute.reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
 
-# Installed once per kernel, in a namespace of its own (never the user's). Pre- and post-run
-# hooks time every non-silent cell; the post hook first runs the framework's sync code so that
-# queued device work counts. ``probe`` reports the session's provenance at the end.
-HOOK_SOURCE = r'''
-import importlib, platform, socket, sys, time, types
 
-state = types.ModuleType("_livecells_kernel")
-sys.modules["_livecells_kernel"] = state
-state.last = None
-state.sync_errors = []
-_sync = compile(SYNC or "pass", "<livecells-sync>", "exec")
-_gpu_used = compile(GPU_USED or "False", "<livecells-gpu>", "eval")
+@functools.cache
+def hook_source() -> str:
+    """The text of :mod:`livecells.execute.hook`, read once per process (the kernel runs it)."""
+    return Path(hook.__file__).read_text(encoding="utf-8")
 
 
-def _pre(info=None):
-    state.t0 = time.perf_counter()
+def hook_request(framework: FrameworkSpec) -> str:
+    """The code sent with the launch: the hook's file run in a namespace of its own (never the
+    user's), then :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
 
-
-def _post(result=None):
-    try:
-        exec(_sync, {"sys": sys})
-    except BaseException as err:  # a failed sync must not hide the cell's own result
-        if len(state.sync_errors) < 100:  # [execution count, error]: a warning at that cell
-            count = getattr(result, "execution_count", None)
-            state.sync_errors.append([count, f"{type(err).__name__}: {err}"[:500]])
-    state.last = time.perf_counter() - state.t0
-    _drain_fd_output()
-
-
-def _drain_fd_output():
-    """Let output that C code wrote to fds 1 and 2 reach the cell before the kernel goes idle.
-
-    ipykernel forwards those fds through a pipe read by a thread; what is still in the pipe
-    when the cell ends would otherwise show up under a later cell, or nowhere.
+    Sent as text, not imported: the kernel's Python need not have livecells installed.
     """
-    import ctypes, fcntl, struct, termios
-    try:
-        ctypes.CDLL(None).fflush(None)  # C stdio buffers
-    except Exception:
-        pass
-    deadline = time.monotonic() + 2.0
-    waited = False
-    for stream in (sys.stdout, sys.stderr):
-        fid = getattr(stream, "_fid", None)
-        if fid is None:
-            continue
-        waited = True
-        while time.monotonic() < deadline:
-            try:
-                pending = struct.unpack("i", fcntl.ioctl(fid, termios.FIONREAD, b"\0" * 4))[0]
-            except OSError:
-                break
-            if not pending:
-                break
-            time.sleep(0.0005)
-    if waited:
-        time.sleep(0.001)  # the reader thread may hold a last chunk it has read but not written
+    call = (
+        f"install(get_ipython(), sync={framework.sync!r}, gpu_used={framework.gpu_used!r}, "
+        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r})"
+    )
+    program = f"{hook_source()}\n{call}\n"  # after the file's last line: its line numbers hold
+    namespace = f"{{'get_ipython': get_ipython, '__name__': {hook.STATE!r}}}"
+    return f"exec(compile({program!r}, {hook.__file__!r}, 'exec'), {namespace})"
 
-
-def _version(module):
-    if not module:
-        return ""
-    mod = sys.modules.get(module)
-    version = getattr(mod, "__version__", "") if mod is not None else ""
-    if not version:
-        try:
-            from importlib import metadata
-            version = metadata.version(module)
-        except Exception:
-            version = ""
-    return str(version)
-
-
-def probe():
-    try:
-        gpu_used = bool(eval(_gpu_used, {"sys": sys}))
-    except Exception:
-        gpu_used = False
-    return {
-        "python": platform.python_version(),
-        "framework_version": _version(VERSION_MODULE),
-        "gpu_used": gpu_used,
-        "host": socket.gethostname(),
-        "pid": __import__("os").getpid(),
-        "ppid": __import__("os").getppid(),
-        "sync_errors": state.sync_errors,
-    }
-
-
-state.probe = probe
-def _iopub_pipe_to_ipc():
-    """Move ipykernel's IOPub pipe (how forked children's prints reach the cell) from a TCP
-    port on 127.0.0.1 to an IPC socket beside the kernel's others (in the private runtime dir).
-
-    Returns where the pipe listens now. Internals of ipykernel: if they differ, the pipe stays.
-    """
-    import threading
-    import zmq
-    from ipykernel.kernelapp import IPKernelApp
-    app = IPKernelApp.instance()
-    thread = getattr(app, "iopub_thread", None)
-    if app.transport != "ipc" or thread is None or getattr(thread, "_pipe_in", None) is None:
-        return ""
-    address = f"ipc://{app.ip}-pipe"
-    done, failed = threading.Event(), []
-
-    def swap():
-        try:
-            from zmq.eventloop.zmqstream import ZMQStream
-            pull = thread.socket.context.socket(zmq.PULL)
-            pull.linger = 0
-            pull.bind(address)
-            old, thread._pipe_in = thread._pipe_in, ZMQStream(pull, thread.io_loop)
-            thread._pipe_in.on_recv(thread._handle_pipe_msg)
-            old.close()
-        except Exception as err:
-            failed.append(err)
-        finally:
-            done.set()
-
-    thread.io_loop.add_callback(swap)
-    if not done.wait(5) or failed:
-        return ""
-
-    def setup_pipe_out():
-        context = zmq.Context()
-        push = context.socket(zmq.PUSH)
-        push.linger = 3000
-        push.connect(address)
-        return context, push
-
-    thread._setup_pipe_out = setup_pipe_out
-    return address
-
-
-try:
-    state.iopub_pipe = _iopub_pipe_to_ipc()
-except Exception:
-    state.iopub_pipe = ""
-try:  # orphans of the session's processes stay in the kernel's tree (see livecells.execute.reaper)
-    import ctypes
-    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-except Exception:
-    pass
-_ip = get_ipython()
-_ip.events.register("pre_run_cell", _pre)
-_ip.events.register("post_run_cell", _post)
-for _name in PRELOAD:
-    importlib.import_module(_name)
-'''
 
 def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
     """The probe's user expression as data ({} if it failed)."""
@@ -192,8 +72,8 @@ def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-TIME_EXPRESSION = "__import__('sys').modules['_livecells_kernel'].last"
-PROBE_EXPRESSION = "__import__('json').dumps(__import__('sys').modules['_livecells_kernel'].probe())"
+TIME_EXPRESSION = f"__import__('sys').modules[{hook.STATE!r}].last"
+PROBE_EXPRESSION = f"__import__('json').dumps(__import__('sys').modules[{hook.STATE!r}].probe())"
 
 
 async def _dead(pid: int, timeout: float) -> bool:
@@ -325,23 +205,11 @@ class KernelSession:
         # No receive limit: ZMQ would drop IOPub messages (output) while the client is busy.
         self.kc.context.setsockopt(zmq.RCVHWM, 0)
         self.kc.start_channels()
-        hook = "\n".join(
-            [
-                f"SYNC = {self.framework.sync!r}",
-                f"GPU_USED = {self.framework.gpu_used!r}",
-                f"PRELOAD = {list(self.framework.preload)!r}",
-                f"VERSION_MODULE = {self.framework.version_module!r}",
-                HOOK_SOURCE,
-            ]
-        )
         # The hook is sent at once: the shell socket queues it until the kernel listens, and
         # its reply says that the kernel is up, with no polling (each poll is a request the
         # kernel answers once it is up). Only the reply is read (the hook is silent: its IOPub
         # messages are skipped later). IOPub is checked after it, most often at the first try.
-        hook_id = self._send(
-            f"exec({hook!r}, {{'get_ipython': get_ipython, '__name__': '_livecells_kernel'}})",
-            silent=True,
-        )
+        hook_id = self._send(hook_request(self.framework), silent=True)
         started = time.monotonic()
         reply = await self._shell_reply(hook_id, self.startup_timeout)
         if reply["content"]["status"] == "ok":

@@ -17,16 +17,19 @@ What does hold them together on Linux is ancestry, once orphans cannot escape it
   that died on its own (out of memory, ``os._exit`` in a cell) come to it, and are killed by the
   session token they carry in their environment (:func:`kill_adopted`).
 
-The functions above :data:`GUARD_FUNCTIONS` use the standard library only: the guard and the
-fork-server templates run their source.
+This module uses the standard library only: the guard runs it as a file (``python -I -S
+reaper.py``, see the end), and a fork-server template, in a kernel's Python that need not have
+livecells, loads it by its path (:mod:`livecells.execute.template`).
 """
 
 from __future__ import annotations
 
-import inspect
+import ctypes
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -37,9 +40,6 @@ SESSION_VARIABLE = "LIVECELLS_SESSION"
 def set_subreaper(on: bool = True) -> bool:
     """Make this process a child subreaper (Linux), or no longer one; False where that is not
     possible."""
-    import ctypes
-    import sys
-
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -50,8 +50,6 @@ def set_subreaper(on: bool = True) -> bool:
 
 def process_table() -> dict[int, tuple[int, str]]:
     """Every visible process: pid -> (parent pid, state letter), from ``/proc/<pid>/stat``."""
-    import os
-
     table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -88,10 +86,6 @@ def kill_tree(root: int, include_root: bool = True, rounds: int = 200) -> list[i
     ``root`` should be a subreaper (its orphans then stay in its tree); a process that forks
     while the walk runs is found in the next round. Returns every pid signalled.
     """
-    import os
-    import signal
-    import time
-
     killed: list[int] = []
     try:
         os.kill(root, signal.SIGSTOP)
@@ -119,8 +113,6 @@ def kill_tree(root: int, include_root: bool = True, rounds: int = 200) -> list[i
 
 def reap(pids: Iterable[int]) -> None:
     """Collect the exit status of those ``pids`` that are this process's children (no zombies)."""
-    import os
-
     for pid in set(pids):
         try:
             os.waitpid(pid, os.WNOHANG)
@@ -130,10 +122,6 @@ def reap(pids: Iterable[int]) -> None:
 
 def _guard_main(argv: list[str]) -> None:
     """The guard: ``+PID`` / ``-PID`` lines on stdin; at EOF, kill every tree still registered."""
-    import os
-    import signal
-    import sys
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the build's to handle
     watched: dict[int, int | None] = {}  # pid -> pidfd (None: no pidfd_open on this system)
     for line in sys.stdin:
@@ -159,16 +147,6 @@ def _guard_main(argv: list[str]) -> None:
         kill_tree(pid)
 
 
-GUARD_FUNCTIONS = (process_table, descendants, kill_tree, _guard_main)
-
-
-def guard_source() -> str:
-    parts = ["from __future__ import annotations", "import sys"]
-    parts += [inspect.getsource(function) for function in GUARD_FUNCTIONS]
-    parts.append("_guard_main(sys.argv[1:])")
-    return "\n\n".join(parts) + "\n"
-
-
 class Guard:
     """The build's guard process (see the module's notes). ``close`` ends it; safe twice."""
 
@@ -178,7 +156,8 @@ class Guard:
             return
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", guard_source(), "livecells-guard"],
+                # This file, run by path (-I: its folder is not put on sys.path, no user site).
+                [sys.executable, "-I", "-S", os.path.abspath(__file__), "livecells-guard"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -246,3 +225,7 @@ def kill_adopted(token: str, exclude: Iterable[int] = ()) -> list[int]:
         killed += kill_tree(pid)
     reap(killed)
     return killed
+
+
+if __name__ == "__main__":  # the guard (see Guard)
+    _guard_main(sys.argv[1:])

@@ -15,13 +15,12 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 from livecells.model.mime import BASE64_TYPES
 from livecells.model.records import CELL_STATUSES
-from livecells.model.text import ESCAPE, cut_text, fix_surrogates, has_surrogates, one_line, strip_controls
+from livecells.model.text import ESCAPE, cut_text, fix_surrogates, has_surrogates, one_line
 
 OUTPUT_TYPES = ("stream", "error", "execute_result", "display_data")
 #: Nested data (metadata, application/json) deeper than this is refused: it is no output

@@ -1,0 +1,227 @@
+"""Kernel side: the hook installed once in every kernel, before its first cell.
+
+Pre- and post-run hooks time every non-silent cell with ``perf_counter``; the post hook first
+runs the framework's sync code, so that queued device work counts, and then lets what C code
+wrote to fds 1 and 2 reach the cell. :func:`probe` reports the session's provenance at the end.
+What the build reads back lives in a module of its own, ``sys.modules["_livecells_kernel"]``
+(:data:`STATE`): ``last`` (the last cell's time), ``probe()``, ``sync_errors``, ``iopub_pipe``.
+
+This file is not imported in the kernel: the kernel's Python need not have livecells installed
+(a kernelspec may name another interpreter). :class:`livecells.execute.kernel.KernelSession`
+reads this file's text once per build process and sends it with the launch; the kernel
+executes it in a namespace of its own (never the user's) and calls :func:`install` with the
+framework's settings. So it imports only the standard library at the top, and what every
+kernel has (ipykernel, zmq) inside functions. The build process imports it too (tests do, with
+a fake shell), which installs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import socket
+import sys
+import time
+import types
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+#: The module that holds what the build reads back (see :mod:`livecells.execute.kernel`).
+STATE = "_livecells_kernel"
+#: At most this many sync failures are kept, each message cut to :data:`SYNC_ERROR_CHARS`.
+SYNC_ERROR_LIMIT = 100
+SYNC_ERROR_CHARS = 500
+
+
+def new_state() -> types.ModuleType:
+    """A fresh state module (not yet in ``sys.modules``)."""
+    state = types.ModuleType(STATE)
+    state.last = None
+    state.sync_errors = []
+    return state
+
+
+def start(state: Any, clock: Callable[[], float] = time.perf_counter) -> None:
+    """The pre-run hook's work: the clock starts."""
+    state.t0 = clock()
+
+
+def finish(
+    state: Any,
+    sync: Any,
+    result: Any = None,
+    clock: Callable[[], float] = time.perf_counter,
+    drain: Callable[[], None] | None = None,
+) -> None:
+    """The post-run hook's work: sync the framework (compiled ``sync``), stop the clock, drain."""
+    try:
+        exec(sync, {"sys": sys})
+    except BaseException as err:  # a failed sync must not hide the cell's own result
+        record_sync_error(state, result, err)
+    state.last = clock() - state.t0
+    (drain or drain_fd_output)()
+
+
+def record_sync_error(state: Any, result: Any, err: BaseException) -> None:
+    """Keep ``[execution count, "Type: message"]`` for a warning at that cell (capped)."""
+    if len(state.sync_errors) < SYNC_ERROR_LIMIT:
+        count = getattr(result, "execution_count", None)
+        state.sync_errors.append([count, f"{type(err).__name__}: {err}"[:SYNC_ERROR_CHARS]])
+
+
+def drain_fd_output(streams: Sequence[Any] | None = None, timeout: float = 2.0) -> None:
+    """Let output that C code wrote to fds 1 and 2 reach the cell before the kernel goes idle.
+
+    ipykernel forwards those fds through a pipe read by a thread (the read end is a stream's
+    ``_fid``); what is still in the pipe when the cell ends would otherwise show up under a
+    later cell, or nowhere.
+    """
+    import ctypes
+    import fcntl
+    import struct
+    import termios
+
+    try:
+        ctypes.CDLL(None).fflush(None)  # C stdio buffers
+    except Exception:
+        pass
+    deadline = time.monotonic() + timeout
+    waited = False
+    for stream in (sys.stdout, sys.stderr) if streams is None else streams:
+        fid = getattr(stream, "_fid", None)
+        if fid is None:
+            continue
+        waited = True
+        while time.monotonic() < deadline:
+            try:
+                pending = struct.unpack("i", fcntl.ioctl(fid, termios.FIONREAD, b"\0" * 4))[0]
+            except OSError:
+                break
+            if not pending:
+                break
+            time.sleep(0.0005)
+    if waited:
+        time.sleep(0.001)  # the reader thread may hold a last chunk it has read but not written
+
+
+def version(module: str) -> str:
+    """The version of an imported ``module`` (``__version__``), else its distribution's; or ""."""
+    if not module:
+        return ""
+    mod = sys.modules.get(module)
+    found = getattr(mod, "__version__", "") if mod is not None else ""
+    if not found:
+        try:
+            from importlib import metadata
+
+            found = metadata.version(module)
+        except Exception:
+            found = ""
+    return str(found)
+
+
+def probe(state: Any, gpu_used: Any, version_module: str) -> dict[str, Any]:
+    """The session's provenance as the kernel sees it (``gpu_used``: a compiled expression)."""
+    try:
+        used = bool(eval(gpu_used, {"sys": sys}))
+    except Exception:
+        used = False
+    return {
+        "python": platform.python_version(),
+        "framework_version": version(version_module),
+        "gpu_used": used,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "sync_errors": state.sync_errors,
+    }
+
+
+def iopub_pipe_to_ipc() -> str:
+    """Move ipykernel's IOPub pipe (how forked children's prints reach the cell) from a TCP
+    port on 127.0.0.1 to an IPC socket beside the kernel's others (in the private runtime dir).
+
+    Returns where the pipe listens now. Internals of ipykernel: if they differ, the pipe stays.
+    """
+    import threading
+
+    import zmq
+    from ipykernel.kernelapp import IPKernelApp
+
+    app = IPKernelApp.instance()
+    thread = getattr(app, "iopub_thread", None)
+    if app.transport != "ipc" or thread is None or getattr(thread, "_pipe_in", None) is None:
+        return ""
+    address = f"ipc://{app.ip}-pipe"
+    done, failed = threading.Event(), []
+
+    def swap() -> None:
+        try:
+            from zmq.eventloop.zmqstream import ZMQStream
+
+            pull = thread.socket.context.socket(zmq.PULL)
+            pull.linger = 0
+            pull.bind(address)
+            old, thread._pipe_in = thread._pipe_in, ZMQStream(pull, thread.io_loop)
+            thread._pipe_in.on_recv(thread._handle_pipe_msg)
+            old.close()
+        except Exception as err:
+            failed.append(err)
+        finally:
+            done.set()
+
+    thread.io_loop.add_callback(swap)
+    if not done.wait(5) or failed:
+        return ""
+
+    def setup_pipe_out() -> tuple[Any, Any]:
+        context = zmq.Context()
+        push = context.socket(zmq.PUSH)
+        push.linger = 3000
+        push.connect(address)
+        return context, push
+
+    thread._setup_pipe_out = setup_pipe_out
+    return address
+
+
+def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> types.ModuleType:
+    """The state module, in ``sys.modules``, and the timing hooks, registered with ``shell``.
+
+    ``sync``: statements run after each cell (globals: ``sys``); ``gpu_used``: an expression
+    (globals: ``sys``); ``version_module``: whose version :func:`probe` says.
+    """
+    state = new_state()
+    sys.modules[STATE] = state
+    sync_code = compile(sync or "pass", "<livecells-sync>", "exec")
+    gpu_code = compile(gpu_used or "False", "<livecells-gpu>", "eval")
+
+    def pre(info: Any = None) -> None:
+        start(state)
+
+    def post(result: Any = None) -> None:
+        finish(state, sync_code, result)
+
+    state.probe = lambda: probe(state, gpu_code, version_module)
+    shell.events.register("pre_run_cell", pre)
+    shell.events.register("post_run_cell", post)
+    return state
+
+
+def install(shell: Any, *, sync: str, gpu_used: str, preload: Iterable[str], version_module: str) -> None:
+    """What the kernel runs once: :func:`register`, the IOPub pipe moved, the kernel made a
+    subreaper, the framework's ``preload`` imported."""
+    state = register(shell, sync=sync, gpu_used=gpu_used, version_module=version_module)
+    try:
+        state.iopub_pipe = iopub_pipe_to_ipc()
+    except Exception:
+        state.iopub_pipe = ""
+    try:  # orphans of the session's processes stay in the kernel's tree (see execute/reaper.py)
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        pass
+    for name in preload:
+        importlib.import_module(name)

@@ -1,0 +1,347 @@
+"""Template side of the fork server: the program a template process runs (see :mod:`.forkserver`).
+
+A template imports ipykernel and a framework once, then forks a kernel per launch request; each
+child leaves the template's loop, becomes a fresh kernel (own session, environment, cwd,
+streams, random seeds) and runs ipykernel. The launcher starts it as
+``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON`` (:data:`BOOT` runs this
+file by its path, in ``__main__``, as ``python template.py`` would, without putting this file's
+folder on ``sys.path``).
+
+It runs in the kernel's own Python, which need not have livecells installed: it imports only the
+standard library, and :mod:`livecells.execute.reaper` (standard library too) by its path, beside
+this file. Imported in the build process (by tests), it runs nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and sys.path[:1] == [""]:
+    # As ipykernel_launcher does (the kernel's init_path adds the cwd back); before any other
+    # import, so that no file in the build's folder stands in for the standard library.
+    del sys.path[0]
+
+import atexit
+import ctypes
+import gc
+import importlib
+import importlib.util
+import json
+import os
+import random  # noqa: F401 - reseeded in every child (sys.modules["random"]), see reseed()
+import select
+import signal
+import socket
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+#: How a kernel-side file runs in another Python: ``python -c BOOT FILE ARGS...`` (this file, and
+#: execute/interpreter.py). As ``python FILE`` would, in ``__main__``, compiled with the file's
+#: path (tracebacks name it), but ``sys.path[0]`` stays the cwd's ``""`` rather than FILE's folder
+#: (where execute/dask.py would stand in for dask); a forked child is three frames below
+#: ipykernel's ``launch_new_instance``, as under ``python -m ipykernel_launcher``.
+BOOT = "import sys; __file__ = sys.argv[1]; exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"
+
+
+def _beside(name: str) -> Any:
+    """The module in file ``name`` beside this one, loaded by path (not put in ``sys.modules``)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    spec = importlib.util.spec_from_file_location(f"_livecells_{name.removesuffix('.py')}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    reaper = _beside("reaper.py")
+else:
+    from livecells.execute import reaper
+
+
+def main(argv: list[str]) -> tuple[Any, ...] | None:
+    """Import, say ready (or why not) on stdout, then serve launch requests until told to stop.
+
+    In a forked child it returns :func:`child`'s arguments: the child leaves the template's
+    frames before it becomes a kernel, so that cells run at a normal kernel's stack depth.
+    """
+    path, parent, preload = argv[0], int(argv[1]), json.loads(argv[2])
+    # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
+    # kernels that die (they are killed in _reap).
+    _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    if os.getppid() != parent:
+        return
+    environ = dict(os.environ)  # what the imports saw
+    # What ipykernel sets before a user imports matplotlib; a preload may import it.
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    problem = None
+    try:
+        for name in preload:
+            importlib.import_module(name)
+        problem = _cuda_touched()
+    except BaseException:  # noqa: BLE001 - any import failure is reported, not raised
+        problem = "a preload import failed:\n" + traceback.format_exc(limit=-3)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if problem is None:
+        listener.bind(path)
+        listener.listen(64)
+    os.write(1, (json.dumps({"error": problem}) + "\n").encode())
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    if problem is not None:
+        return
+    # What the imports set in the environment (debugpy sets PYDEVD_USE_FRAME_EVAL): a fresh
+    # kernel's imports would set it too. Not MPLBACKEND, the template's own (the kernel sets it).
+    environ["MPLBACKEND"] = os.environ.get("MPLBACKEND")
+    imported_env = imported_changes(environ, os.environ)
+    sys.stderr.flush()  # nothing buffered may be written twice, by a child too
+    gc.freeze()  # keep the imported objects' pages shared with the children
+    # fds open now belong to the imported libraries (children keep them); later ones are ours.
+    keep = {int(fd) for fd in os.listdir("/proc/self/fd")} - {listener.fileno()}
+    keep = {fd for fd in keep if _is_open(fd)}  # not the fd that listed them
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    # From now on the launcher's death ends the loop through SIGTERM, so that the kernels'
+    # process trees are killed before the kernels themselves die (their PR_SET_PDEATHSIG).
+    _prctl(1, signal.SIGTERM)
+    if os.getppid() != parent:
+        return
+    children: dict[int, int | None] = {}
+    template, become = os.getpid(), None
+    try:
+        while os.getppid() == parent:  # the launcher died without close(): go too
+            _reap(children)
+            if not _readable(listener, 1.0):
+                continue
+            conn, _ = listener.accept()
+            conn.settimeout(10)  # a client that says nothing must not block the others
+            with conn:
+                become = _serve(conn, listener, keep, children)
+            if become is not None:  # in the forked child
+                become[0]["imported_env"] = imported_env
+                return become
+    finally:
+        if os.getpid() == template:
+            _stop_children(children, path)
+        elif become is None:  # a child that failed on its way out: never into the template's code
+            os._exit(1)
+    return None
+
+
+def _stop_children(children: dict[int, int | None], path: str) -> None:
+    for pid, code in children.items():
+        if code is None:
+            reaper.kill_tree(pid)  # what left the kernel's process group too
+    for pid, code in children.items():
+        if code is None:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - no prctl: the loop still watches its parent
+        pass
+
+
+def _readable(sock: Any, timeout: float) -> bool:
+    try:
+        return bool(select.select([sock], [], [], timeout)[0])
+    except InterruptedError:
+        return False
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _cuda_touched() -> str | None:
+    """Why the template may not fork (CUDA state does not survive a fork), or None."""
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "the preload initialised CUDA (torch.cuda.is_initialized())"
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia"):
+                return "the preload opened a GPU device (CUDA initialised)"
+        except OSError:
+            continue
+    return None
+
+
+def _reap(children: dict[int, int | None]) -> None:
+    """Collect exit statuses (Popen convention: -signal or the exit code); kill what a kernel
+    that died left behind (its orphans come here: the template is a subreaper)."""
+    kernel_ended = False
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid in children:
+            kernel_ended = True
+            children[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    if kernel_ended:
+        me = os.getpid()
+        for pid, (ppid, state) in reaper.process_table().items():
+            if ppid == me and pid not in children and state not in "ZX":
+                reaper.kill_tree(pid)
+
+
+def _serve(
+    conn: Any, listener: Any, keep: set[int], children: dict[int, int | None]
+) -> tuple[Any, ...] | None:
+    """Answer one request: ``launch`` (fork a kernel) or ``status`` (of a kernel forked here).
+
+    In the forked child it returns at once with :func:`child`'s arguments (its own copies of
+    the passed fds, which the template's copies closing here leave open).
+    """
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
+    while data and not data.endswith(b"\n"):
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        request = json.loads(data)
+        if request["op"] == "status":
+            _reap(children)
+            reply: dict[str, Any] = {"returncode": children[request["pid"]]}
+        elif not os.path.isdir(request["cwd"]):
+            reply = {"error": f"no such directory: {request['cwd']}"}
+        else:
+            template = os.getpid()
+            # No SIGTERM between the fork and the bookkeeping: close() relies on the record.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            pid = os.fork()
+            if pid == 0:  # the child returns only to leave the template's loop (see main)
+                try:
+                    return (request, [os.dup(fd) for fd in fds], conn, listener, keep, template)
+                except BaseException:
+                    os._exit(1)
+            children[pid] = None
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            reply = {"pid": pid}
+    except Exception as err:  # noqa: BLE001 - a bad request gets an answer, not a dead template
+        reply = {"error": f"{type(err).__name__}: {err}"}
+    finally:
+        for fd in fds:
+            os.close(fd)
+    conn.sendall((json.dumps(reply) + "\n").encode())
+
+
+def child(
+    request: dict[str, Any], fds: list[int], conn: Any, listener: Any, keep: set[int], parent: int
+) -> None:
+    """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel."""
+    code = 1
+    try:
+        os.setsid()
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        try:  # die with the template (kernels are its children, not the launcher's)
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except Exception:  # noqa: BLE001 - ipykernel's parent poller still watches the template
+            pass
+        if os.getppid() != parent:  # it died before prctl took effect
+            return
+        null = os.open(os.devnull, os.O_RDWR)
+        out, err = streams(fds, null)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        listener.close()
+        conn.close()
+        for fd in os.listdir("/proc/self/fd"):
+            if int(fd) > 2 and int(fd) not in keep:
+                try:
+                    os.close(int(fd))
+                except OSError:
+                    pass
+        env = session_environ(request, os.getppid())
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(request["cwd"])
+        reseed(sys.modules)
+        spec = importlib.util.find_spec(request["module"])
+        sys.argv = [spec.origin if spec and spec.origin else request["module"], *request["args"]]
+        from ipykernel import kernelapp
+
+        # The trait's default was read from the template's environment at import.
+        watch = f"--IPKernelApp.parent_handle={parent}"
+        kernelapp.launch_new_instance(argv=[*request["args"], watch])
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:  # noqa: BLE001 - report to the kernel's log, exit non-zero
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def streams(fds: list[int], null: int) -> tuple[int, int]:
+    """A kernel's stdout and stderr: the two fds passed, the one passed for both, or ``null``."""
+    if len(fds) == 1:
+        return fds[0], fds[0]
+    out, err = (fds + [null, null])[:2]
+    return out, err
+
+
+def imported_changes(before: Mapping[str, str | None], after: Mapping[str, str]) -> dict[str, list[Any]]:
+    """What the template's imports set in the environment: name -> [as before, as after]."""
+    return {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
+
+
+def session_environ(request: Mapping[str, Any], parent: int) -> dict[str, str]:
+    """A kernel's environment: the session's own, plus what the template's imports set (where
+    the session left a variable as the imports saw it: a fresh kernel's imports would set it)."""
+    env = dict(request["env"])
+    for name, (seen, value) in request.get("imported_env", {}).items():
+        if env.get(name) == seen:
+            env[name] = value
+    env["JPY_PARENT_PID"] = str(parent)
+    return env
+
+
+def reseed(modules: Mapping[str, Any]) -> None:
+    """Fresh seeds, from ``os.urandom``, for the generators the template imported (Python's,
+    numpy's, torch's): no two sessions share a seed."""
+    modules["random"].seed()
+    if "numpy.random" in modules:
+        modules["numpy.random"].seed(int.from_bytes(os.urandom(4), "little"))
+    if "torch" in modules:  # seeds the (lazy) CUDA generators too, without touching CUDA
+        modules["torch"].manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+
+
+if __name__ == "__main__":
+    # A forked child comes back here and becomes a kernel (see BOOT).
+    _become = main(sys.argv[3:])
+    if _become is not None:
+        child(*_become)

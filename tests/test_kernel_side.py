@@ -1,0 +1,376 @@
+"""Kernel-side code as modules: the timing hook (execute/hook.py) and the fork-server template
+(execute/template.py), unit-tested with fakes in this process; run as files by a Python without
+livecells; and one real kernel, to show that the hook's file is what times its cells."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livecells.execute import environment, hook, interpreter, reaper, template
+from livecells.execute.environment import is_own_python, kernel_python
+from livecells.execute.forkserver import _key
+from livecells.execute.kernel import PROBE_EXPRESSION, TIME_EXPRESSION, KernelSession, hook_request, hook_source
+from livecells.execute.reaper import Guard
+from livecells.model.frameworks import FrameworkSpec
+
+SPEC = FrameworkSpec(
+    name="alpha", label="Alpha", sync="sys.modules['_lc_test_sync'].calls += 1",
+    gpu_used="'_lc_test_sync' in sys.modules", preload=("json",), version_of="_lc_test_framework",
+)
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.registered: dict[str, list[Any]] = {}
+
+    def register(self, event: str, function: Any) -> None:
+        self.registered.setdefault(event, []).append(function)
+
+
+class FakeShell:
+    def __init__(self) -> None:
+        self.events = FakeEvents()
+
+
+class Clock:
+    def __init__(self, *times: float) -> None:
+        self.times = list(times)
+
+    def __call__(self) -> float:
+        return self.times.pop(0)
+
+
+@pytest.fixture
+def state(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A fresh hook state; whatever ``register`` puts in ``sys.modules`` is taken out after."""
+    monkeypatch.setitem(sys.modules, hook.STATE, types.ModuleType("placeholder"))
+    return hook.new_state()
+
+
+# --- The hook, with fakes.
+
+
+def test_a_cell_is_timed_from_pre_to_post_after_the_sync_and_then_drained(
+    state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = types.SimpleNamespace(names=None, last=None)
+    monkeypatch.setitem(sys.modules, "_lc_test_sync", seen)
+    # The sync sees ``sys`` and nothing else of ours; it runs before the clock stops.
+    sync = compile(
+        "sys.modules['_lc_test_sync'].names = sorted(k for k in globals() if k != '__builtins__')\n"
+        "sys.modules['_lc_test_sync'].last = sys.modules['_livecells_kernel'].last",
+        "<livecells-sync>", "exec",
+    )
+    monkeypatch.setitem(sys.modules, hook.STATE, state)
+    drained: list[float] = []
+    hook.start(state, clock=Clock(10.0))
+    hook.finish(state, sync, None, clock=Clock(12.5), drain=lambda: drained.append(state.last))
+    assert state.last == 2.5 and drained == [2.5]
+    assert seen.names == ["sys"] and seen.last is None
+    assert state.sync_errors == []
+
+
+def test_a_failed_sync_is_kept_with_its_cell_and_never_hides_the_time(state: Any) -> None:
+    failing = compile("raise RuntimeError('device lost')", "<livecells-sync>", "exec")
+    hook.start(state, clock=Clock(1.0))
+    hook.finish(state, failing, types.SimpleNamespace(execution_count=7), clock=Clock(1.25), drain=lambda: None)
+    hook.start(state, clock=Clock(2.0))
+    hook.finish(state, compile("raise KeyboardInterrupt", "<s>", "exec"), None, clock=Clock(3.0), drain=lambda: None)
+    assert state.last == 1.0
+    assert state.sync_errors == [[7, "RuntimeError: device lost"], [None, "KeyboardInterrupt: "]]
+
+
+def test_sync_errors_are_capped_in_number_and_length(state: Any) -> None:
+    for count in range(hook.SYNC_ERROR_LIMIT + 20):
+        hook.record_sync_error(state, types.SimpleNamespace(execution_count=count), ValueError("x" * 2000))
+    assert len(state.sync_errors) == hook.SYNC_ERROR_LIMIT == 100
+    assert state.sync_errors[0][0] == 0 and state.sync_errors[-1][0] == 99
+    assert {len(message) for _, message in state.sync_errors} == {hook.SYNC_ERROR_CHARS} == {500}
+    assert state.sync_errors[0][1].startswith("ValueError: xxx")
+
+
+def test_register_installs_the_state_and_both_hooks_in_the_shell(
+    state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = types.SimpleNamespace(calls=0)
+    monkeypatch.setitem(sys.modules, "_lc_test_sync", counter)
+    monkeypatch.setitem(sys.modules, "_lc_test_framework", types.SimpleNamespace(__version__="9.1"))
+    shell = FakeShell()
+    installed = hook.register(shell, sync=SPEC.sync, gpu_used=SPEC.gpu_used, version_module=SPEC.version_module)
+    assert sys.modules[hook.STATE] is installed and installed.last is None
+    (pre,), (post,) = shell.events.registered["pre_run_cell"], shell.events.registered["post_run_cell"]
+    pre(object())
+    post(types.SimpleNamespace(execution_count=1))
+    assert counter.calls == 1 and isinstance(installed.last, float) and installed.last >= 0
+    found = installed.probe()
+    assert set(found) == {"python", "framework_version", "gpu_used", "host", "pid", "ppid", "sync_errors"}
+    assert found["framework_version"] == "9.1" and found["gpu_used"] is True
+    assert (found["pid"], found["ppid"], found["host"]) == (os.getpid(), os.getppid(), socket.gethostname())
+    assert found["python"] == ".".join(map(str, sys.version_info[:3])) and found["sync_errors"] == []
+    # What the build evaluates in the kernel reads this state.
+    assert eval(TIME_EXPRESSION) == installed.last
+    assert json.loads(eval(PROBE_EXPRESSION))["framework_version"] == "9.1"
+
+
+def test_probe_survives_a_failing_gpu_expression_and_a_missing_framework(
+    state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert hook.probe(state, compile("1 / 0", "<g>", "eval"), "")["gpu_used"] is False
+    assert hook.probe(state, compile("None", "<g>", "eval"), "no_such_module_livecells")["framework_version"] == ""
+    assert hook.version("pytest") == pytest.__version__ != ""  # the module's __version__
+    monkeypatch.setitem(sys.modules, "pytest", types.ModuleType("pytest"))  # none: the distribution's
+    assert hook.version("pytest") == pytest.__version__
+    assert hook.version("") == ""
+    with pytest.raises(SyntaxError):  # a sync that does not compile fails the kernel's preparation
+        hook.register(FakeShell(), sync="if", gpu_used="False", version_module="")
+
+
+def test_drain_waits_for_the_pipe_to_empty_but_not_past_its_timeout() -> None:
+    read, write = os.pipe()
+    try:
+        os.write(write, b"pending")
+        stream = types.SimpleNamespace(_fid=read)
+        reader = threading.Timer(0.1, lambda: os.read(read, 100))
+        started = time.monotonic()
+        reader.start()
+        hook.drain_fd_output([stream, types.SimpleNamespace()], timeout=5)
+        assert 0.09 < time.monotonic() - started < 2
+        reader.join()
+        os.write(write, b"never read")
+        started = time.monotonic()
+        hook.drain_fd_output([stream], timeout=0.2)
+        assert 0.19 < time.monotonic() - started < 1.5
+        started = time.monotonic()
+        hook.drain_fd_output([types.SimpleNamespace()], timeout=5)  # no ipykernel pipe: no wait
+        assert time.monotonic() - started < 0.1
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_the_hook_sent_is_the_file_read_once_and_install_called_with_the_settings() -> None:
+    assert hook_source() is hook_source()  # cached: read once per process
+    assert hook_source() == Path(hook.__file__).read_text(encoding="utf-8")
+    call = ast.parse(hook_request(SPEC), mode="eval").body
+    assert isinstance(call, ast.Call) and call.func.id == "exec"
+    compiled, namespace = call.args
+    program, filename, mode = (ast.literal_eval(arg) for arg in compiled.args)
+    assert (filename, mode) == (hook.__file__, "exec")
+    assert program.startswith(hook_source())
+    install = ast.parse(program[len(hook_source()):]).body
+    assert len(install) == 1 and install[0].value.func.id == "install"
+    settings = {kw.arg: ast.literal_eval(kw.value) for kw in install[0].value.keywords}
+    assert settings == {"sync": SPEC.sync, "gpu_used": SPEC.gpu_used, "preload": ["json"],
+                        "version_module": "_lc_test_framework"}
+    assert [ast.literal_eval(k) for k in namespace.keys] == ["get_ipython", "__name__"]
+
+
+# A Python without site-packages (so without livecells, IPython, zmq) runs what a kernel is sent.
+WITHOUT_LIVECELLS = """
+import json, sys, types
+registered = []
+shell = types.SimpleNamespace(events=types.SimpleNamespace(register=lambda e, f: registered.append(e)))
+get_ipython = lambda: shell
+before = set(globals())
+exec(sys.argv[1])
+state = sys.modules["_livecells_kernel"]
+print(json.dumps({"registered": registered, "new_names": sorted(set(globals()) - before - {"before"}),
+                  "probe": state.probe(), "iopub_pipe": state.iopub_pipe, "json_preloaded": "json" in sys.modules,
+                  "livecells": [m for m in sys.modules if m.startswith("livecells")]}))
+"""
+
+
+def test_the_hook_runs_in_a_python_without_livecells_in_a_namespace_of_its_own() -> None:
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", WITHOUT_LIVECELLS, hook_request(SPEC)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    found = json.loads(done.stdout)
+    assert found["registered"] == ["pre_run_cell", "post_run_cell"]
+    assert found["new_names"] == ["state"]  # the caller's (the user's) namespace gets nothing
+    assert found["livecells"] == [] and found["iopub_pipe"] == ""  # no ipykernel there: the pipe stays
+    assert found["probe"]["framework_version"] == "" and found["probe"]["gpu_used"] is False
+
+
+# --- The template's pure parts, with fakes.
+
+
+def test_a_kernel_gets_the_fds_passed_for_its_streams_or_dev_null() -> None:
+    assert template.streams([], 9) == (9, 9)
+    assert template.streams([3], 9) == (3, 3)
+    assert template.streams([3, 4], 9) == (3, 4)
+
+
+def test_a_kernel_environment_is_the_sessions_plus_what_the_imports_set() -> None:
+    before = {"PATH": "/bin", "MPLBACKEND": None, "KEEP": "x"}
+    after = {"PATH": "/bin", "MPLBACKEND": "agg", "KEEP": "x", "PYDEVD_USE_FRAME_EVAL": "NO"}
+    changes = template.imported_changes(before, after)
+    assert changes == {"MPLBACKEND": [None, "agg"], "PYDEVD_USE_FRAME_EVAL": [None, "NO"]}
+    request = {"env": {"PATH": "/bin", "MPLBACKEND": "svg", "OWN": "1"}, "imported_env": changes}
+    env = template.session_environ(request, 4242)
+    # The session's own MPLBACKEND wins; what it left unset is set as a fresh kernel's imports would.
+    assert env == {"PATH": "/bin", "MPLBACKEND": "svg", "OWN": "1", "PYDEVD_USE_FRAME_EVAL": "NO",
+                   "JPY_PARENT_PID": "4242"}
+    assert request["env"] == {"PATH": "/bin", "MPLBACKEND": "svg", "OWN": "1"}  # not changed
+
+
+def test_every_generator_the_template_imported_is_reseeded() -> None:
+    seeds: dict[str, list[Any]] = {"random": [], "numpy": [], "torch": []}
+    modules = {
+        "random": types.SimpleNamespace(seed=lambda *a: seeds["random"].append(a)),
+        "numpy.random": types.SimpleNamespace(seed=lambda s: seeds["numpy"].append(s)),
+        "torch": types.SimpleNamespace(manual_seed=lambda s: seeds["torch"].append(s)),
+    }
+    template.reseed(modules)
+    template.reseed(modules)
+    assert seeds["random"] == [(), ()]  # from os.urandom
+    assert len(set(seeds["numpy"])) == 2 and all(0 <= s < 2**32 for s in seeds["numpy"])
+    assert len(set(seeds["torch"])) == 2 and all(0 <= s < 2**63 for s in seeds["torch"])
+    template.reseed({"random": modules["random"]})  # numpy and torch not imported: not imported now
+    assert len(seeds["random"]) == 3 and len(seeds["numpy"]) == 2
+
+
+def test_a_template_refuses_to_fork_once_cuda_is_initialised(monkeypatch: pytest.MonkeyPatch) -> None:
+    cuda = types.SimpleNamespace(is_initialized=lambda: True)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    assert "initialised CUDA" in template._cuda_touched()
+    cuda.is_initialized = lambda: False
+    gpu_open = any(os.path.realpath(f"/proc/self/fd/{fd}").startswith("/dev/nvidia") for fd in os.listdir("/proc/self/fd"))
+    assert (template._cuda_touched() is None) is not gpu_open
+
+
+def _ask(payload: bytes, fds: list[int] = ()) -> dict[str, Any]:
+    """One request served by the template's ``_serve`` over a socket pair (no fork happens)."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        socket.send_fds(ours, [payload], list(fds))
+        assert template._serve(theirs, None, set(), {}) is None
+        return json.loads(ours.recv(65536))
+
+
+def test_bad_requests_get_an_answer_and_the_fds_passed_are_closed(tmp_path: Path) -> None:
+    opened = len(os.listdir("/proc/self/fd"))
+    with open(tmp_path / "log", "wb") as log:
+        missing = {"op": "launch", "cwd": str(tmp_path / "gone"), "env": {}, "module": "m", "args": []}
+        assert _ask(json.dumps(missing).encode() + b"\n", [log.fileno(), log.fileno()]) == {
+            "error": f"no such directory: {tmp_path / 'gone'}"
+        }
+    assert _ask(b"{not json\n")["error"].startswith("JSONDecodeError")
+    assert _ask(b'{"op": "launch"}\n') == {"error": "KeyError: 'cwd'"}
+    assert len(os.listdir("/proc/self/fd")) == opened  # the received copies were closed
+
+
+def test_the_template_runs_as_a_file_in_a_python_without_livecells() -> None:
+    """``python -c BOOT template.py ...`` with no site-packages: it loads reaper.py beside it,
+    and (its parent is not the pid given) returns at once, leaving no livecells module."""
+    check = f"{template.BOOT}; print(__file__, reaper.__name__, [m for m in sys.modules if 'livecells' in m])"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", check, template.__file__, "marker", "/nonexistent.sock", "1", "[]"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert done.stdout.split() == [template.__file__, "_livecells_reaper", "[]"]
+    assert template._beside("reaper.py").kill_tree.__module__ == "_livecells_reaper"
+    assert "_livecells_reaper" not in sys.modules
+
+
+def test_the_guard_runs_reaper_py_as_a_file() -> None:
+    guard = Guard()
+    try:
+        if guard.process is not None:
+            assert guard.process.args[3] == os.path.abspath(reaper.__file__)
+            assert guard.process.poll() is None
+    finally:
+        guard.close()
+    assert guard.process is None
+
+
+# --- "Is this kernel our Python?", one answer.
+
+
+def test_which_kernelspec_python_is_this_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    major, minor = sys.version_info[:2]
+    for bare in ("python", f"python{major}", f"python{major}.{minor}"):
+        assert kernel_python(bare) == sys.executable and is_own_python(bare), bare
+        assert _key(bare, {}, ())[0] == sys.executable  # the fork server's template runs it
+    assert is_own_python(sys.executable) and is_own_python(os.path.abspath(sys.executable))
+    # A venv of our own: another name for the binary in its folder is ours; a link to it from
+    # another folder is not (the venv is found from the folder of the path run), nor another binary.
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(os.path.realpath(sys.executable))
+    (venv / "python3").symlink_to("python")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "python").symlink_to(venv / "python")
+    other = venv / "python2"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(venv / "python"))
+    assert is_own_python(str(venv / "python3"))
+    assert not is_own_python(str(elsewhere / "python"))
+    assert not is_own_python(os.path.realpath(sys.executable))
+    assert not is_own_python(str(other)) and not is_own_python("") and not is_own_python(str(venv / "gone"))
+    # A name that is not this version's is looked up on PATH, as the kernel's launch would.
+    monkeypatch.setenv("PATH", str(elsewhere))
+    assert kernel_python("python") == str(venv / "python")  # never PATH's: jupyter_client's rule
+    (elsewhere / "python3.1").symlink_to(other)
+    assert kernel_python("python3.1") == str(elsewhere / "python3.1") and not is_own_python("python3.1")
+    assert kernel_python("no-such-python") == "no-such-python"
+
+
+def test_another_kernels_python_is_asked_by_running_interpreter_py(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same interpreter asked two ways (in-process, and as another kernelspec's Python that
+    runs execute/interpreter.py as a file) gives the same fingerprint."""
+    wrapper = tmp_path / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    kernel = tmp_path / "share" / "jupyter" / "kernels" / "other"
+    kernel.mkdir(parents=True)
+    argv = [str(wrapper), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (kernel / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Other", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "share" / "jupyter"))
+    modules = ["json", "no_such_module_livecells", "pytest"]
+    assert not is_own_python(str(wrapper))
+    found = environment.fingerprint(FrameworkSpec(name="o", label="O", kernel="other", preload=tuple(modules)))
+    assert found.info["packages"] == interpreter.details(modules)["packages"]
+    assert found.info["packages"]["json"].startswith("stdlib ") and found.info["packages"]["pytest"] == pytest.__version__
+    assert found.sources["executable"] == sys.executable
+    assert "no_such_module_livecells not installed for kernel 'other'" in found.problem
+
+
+# --- One real kernel: the hook's file is what runs there.
+
+
+def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) -> None:
+    spec = FrameworkSpec(name="alpha", label="Alpha", sync="raise ValueError('sync failed')", preload=("json",))
+
+    async def session() -> tuple[Any, Any, dict[str, Any]]:
+        async with KernelSession(spec, cwd=tmp_path) as kernel:
+            where = await kernel.run_cell(
+                "import sys\nstate = sys.modules['_livecells_kernel']\n"
+                "print(state.probe.__code__.co_filename, 'install' in globals(), 'json' in sys.modules)", 30
+            )
+            timed = await kernel.run_cell("import time; time.sleep(0.05)", 30, last=True)
+            return where, timed, await kernel.probe()
+
+    where, timed, probe = asyncio.run(session())
+    text = "".join(o.get("text", "") for o in where.outputs)
+    assert text.split() == [hook.__file__, "False", "True"]
+    assert where.time is not None and 0.05 <= timed.time < 5
+    assert probe["sync_errors"] == [[1, "ValueError: sync failed"], [2, "ValueError: sync failed"]]
