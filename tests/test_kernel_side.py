@@ -219,8 +219,8 @@ def test_a_kernel_environment_is_the_sessions_plus_what_the_imports_set() -> Non
     after = {"PATH": "/bin", "MPLBACKEND": "agg", "KEEP": "x", "PYDEVD_USE_FRAME_EVAL": "NO"}
     changes = template.imported_changes(before, after)
     assert changes == {"MPLBACKEND": [None, "agg"], "PYDEVD_USE_FRAME_EVAL": [None, "NO"]}
-    request = {"env": {"PATH": "/bin", "MPLBACKEND": "svg", "OWN": "1"}, "imported_env": changes}
-    env = template.session_environ(request, 4242)
+    request = {"env": {"PATH": "/bin", "MPLBACKEND": "svg", "OWN": "1"}}
+    env = template.session_environ(request["env"], changes, 4242)
     # The session's own MPLBACKEND wins; what it left unset is set as a fresh kernel's imports would.
     assert env == {"PATH": "/bin", "MPLBACKEND": "svg", "OWN": "1", "PYDEVD_USE_FRAME_EVAL": "NO",
                    "JPY_PARENT_PID": "4242"}

@@ -32,20 +32,32 @@ import sys
 import time
 from collections.abc import Iterable
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 #: The environment variable that marks every process of a session (value: build id, session id).
 SESSION_VARIABLE = "LIVECELLS_SESSION"
 
 
-def set_subreaper(on: bool = True) -> bool:
-    """Make this process a child subreaper (Linux), or no longer one; False where that is not
-    possible."""
+def prctl(option: int, value: int) -> bool:
+    """Linux's ``prctl(option, value)``, for this process; False where it is not possible (then
+    the callers' other watches, of their parent's pid, still hold)."""
     if not sys.platform.startswith("linux"):
         return False
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-    except Exception:  # noqa: BLE001 - no libc prctl: orphans go to PID 1 as usual
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001 - no libc prctl
         return False
+
+
+def set_subreaper(on: bool = True) -> bool:
+    """Make this process a child subreaper (Linux), or no longer one; False where that is not
+    possible (orphans go to PID 1 as usual)."""
+    return prctl(PR_SET_CHILD_SUBREAPER, int(on))
+
+
+def die_with_parent(signum: int) -> bool:
+    """Have ``signum`` sent to this process when its parent dies (``PR_SET_PDEATHSIG``)."""
+    return prctl(PR_SET_PDEATHSIG, signum)
 
 
 def process_table() -> dict[int, tuple[int, str]]:

@@ -22,7 +22,6 @@ if __name__ == "__main__" and sys.path[:1] == [""]:
     del sys.path[0]
 
 import atexit
-import ctypes
 import gc
 import importlib
 import importlib.util
@@ -69,8 +68,8 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     path, parent, preload = argv[0], int(argv[1]), json.loads(argv[2])
     # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
     # kernels that die (they are killed in _reap).
-    _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    reaper.die_with_parent(signal.SIGKILL)
+    reaper.set_subreaper()
     if os.getppid() != parent:
         return
     environ = dict(os.environ)  # what the imports saw
@@ -110,7 +109,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     signal.signal(signal.SIGTERM, stop)
     # From now on the launcher's death ends the loop through SIGTERM, so that the kernels'
     # process trees are killed before the kernels themselves die (their PR_SET_PDEATHSIG).
-    _prctl(1, signal.SIGTERM)
+    reaper.die_with_parent(signal.SIGTERM)
     if os.getppid() != parent:
         return
     children: dict[int, int | None] = {}
@@ -125,8 +124,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
             with conn:
                 become = _serve(conn, listener, keep, children)
             if become is not None:  # in the forked child
-                become[0]["imported_env"] = imported_env
-                return become
+                return (*become, imported_env)
     finally:
         if os.getpid() == template:
             _stop_children(children, path)
@@ -148,13 +146,6 @@ def _stop_children(children: dict[int, int | None], path: str) -> None:
     try:
         os.unlink(path)
     except OSError:
-        pass
-
-
-def _prctl(option: int, value: int) -> None:
-    try:
-        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - no prctl: the loop still watches its parent
         pass
 
 
@@ -252,7 +243,13 @@ def _serve(
 
 
 def child(
-    request: dict[str, Any], fds: list[int], conn: Any, listener: Any, keep: set[int], parent: int
+    request: dict[str, Any],
+    fds: list[int],
+    conn: Any,
+    listener: Any,
+    keep: set[int],
+    parent: int,
+    imported_env: Mapping[str, list[Any]],
 ) -> None:
     """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel."""
     code = 1
@@ -261,10 +258,9 @@ def child(
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        try:  # die with the template (kernels are its children, not the launcher's)
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except Exception:  # noqa: BLE001 - ipykernel's parent poller still watches the template
-            pass
+        # Die with the template (kernels are its children, not the launcher's); without prctl,
+        # ipykernel's parent poller still watches the template.
+        reaper.die_with_parent(signal.SIGKILL)
         if os.getppid() != parent:  # it died before prctl took effect
             return
         null = os.open(os.devnull, os.O_RDWR)
@@ -280,7 +276,7 @@ def child(
                     os.close(int(fd))
                 except OSError:
                     pass
-        env = session_environ(request, os.getppid())
+        env = session_environ(request["env"], imported_env, os.getppid())
         os.environ.clear()
         os.environ.update(env)
         os.chdir(request["cwd"])
@@ -319,11 +315,13 @@ def imported_changes(before: Mapping[str, str | None], after: Mapping[str, str])
     return {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
 
 
-def session_environ(request: Mapping[str, Any], parent: int) -> dict[str, str]:
+def session_environ(
+    session_env: Mapping[str, str], imported_env: Mapping[str, list[Any]], parent: int
+) -> dict[str, str]:
     """A kernel's environment: the session's own, plus what the template's imports set (where
     the session left a variable as the imports saw it: a fresh kernel's imports would set it)."""
-    env = dict(request["env"])
-    for name, (seen, value) in request.get("imported_env", {}).items():
+    env = dict(session_env)
+    for name, (seen, value) in imported_env.items():
         if env.get(name) == seen:
             env[name] = value
     env["JPY_PARENT_PID"] = str(parent)
