@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
-from sphinx.errors import ExtensionError
+from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 from sphinx.util.console import bold
 from sphinx.util.display import terminal_supports_colour
@@ -339,7 +339,7 @@ def make_scheduler(
     if config.executor != "local":
         from livecells.execute.dask import DaskScheduler
 
-        return DaskScheduler(config.executor, jobs=config.jobs)
+        return DaskScheduler(config.executor, jobs=config.jobs, fork=config.fork_kernels)
     from livecells.execute.scheduler import LocalScheduler
 
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
@@ -354,6 +354,7 @@ def _execute(
     jobs: list[SessionJob],
     changed_pages: set[str],
 ) -> None:
+    from livecells.execute.dask import ExecutorProblem
     from livecells.execute.scheduler import run_async
 
     # The seam for tests and for programs that drive Sphinx: ``app.livecells_scheduler_factory``
@@ -410,6 +411,8 @@ def _execute(
     try:
         with _sigterm_as_interrupt():
             run_async(lambda: scheduler.run(jobs, on_done, on_start))
+    except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
+        raise ExtensionError(f"livecells: {err}") from None
     finally:
         logger.info("")
         state.seconds += time.perf_counter() - started
@@ -543,9 +546,14 @@ def on_builder_inited(app: Sphinx) -> None:
     config = get_config(app)
     if config.executor != "local" and config.execute in {"auto", "force"}:
         # A scheduler that cannot be reached stops the build before any page is read.
-        from livecells.execute.dask import check_executor
+        from livecells.execute.dask import ExecutorProblem, check_executor
 
-        state.cluster = check_executor(config.executor)
+        # The workers start the frameworks' templates while Sphinx reads.
+        warm = list(config.frameworks.values()) if config.fork_kernels else []
+        try:
+            state.cluster = check_executor(config.executor, warm=warm)
+        except ExecutorProblem as err:
+            raise ConfigError(str(err)) from None
         logger.info(f"livecells: {state.cluster.describe()}")
         for note in state.cluster.notes:
             _warn(note, "executor")
