@@ -276,6 +276,10 @@ def test_a_session_whose_workers_die_is_retried_once_then_reported_as_a_crash(cl
     page = tmp_path / "crash.rst"
     page.write_text("crash\n", encoding="utf-8")
     kill = KILL_WORKER + (
+        # A daemon in a session of its own: it too must die with the worker.
+        "import subprocess, sys\n"
+        "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        "open('daemons.txt', 'a').write(f'{d.pid}\\n')\n"
         "open('pids.txt', 'a').write(f'{os.getpid()} {os.getppid()}\\n')\n"
         "open('workers.txt', 'a').write(f'{worker()}\\n')\n"
         "os.kill(worker(), signal.SIGKILL)"
@@ -297,7 +301,8 @@ def test_a_session_whose_workers_die_is_retried_once_then_reported_as_a_crash(cl
     kernels, parents = [int(k) for k, _ in lines], {int(p) for _, p in lines}
     assert parents.isdisjoint(killed)  # forked kernels: the parent is the template
     # The kernels and the templates of the killed workers die with them.
-    assert _gone(kernels + sorted(parents), within=10)
+    daemons = [int(p) for p in (tmp_path / "daemons.txt").read_text().split()]
+    assert _gone(kernels + sorted(parents) + daemons, within=10)
 
 
 def test_a_session_whose_worker_dies_once_is_run_again_elsewhere(cluster, tmp_path):
