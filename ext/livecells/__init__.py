@@ -10,9 +10,10 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sphinx.application import Sphinx
+if TYPE_CHECKING:  # the execute stage runs on Dask workers without Sphinx
+    from sphinx.application import Sphinx
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

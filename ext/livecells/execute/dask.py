@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -201,8 +202,8 @@ def check_executor(
     """Connect once and describe the cluster; an unreachable one is an :class:`ExecutorProblem`.
 
     Meant for ``builder-inited``, so that a wrong address stops the build before any page is read.
-    With ``warm``, the workers start those frameworks' templates meanwhile (see
-    :func:`start_kernels`).
+    With ``warm``, the workers start those frameworks' templates meanwhile (:func:`start_kernels`,
+    in a thread of its own: the build goes on reading while the workers import).
     """
     try:
         timeout = connect_timeout() if timeout is None else timeout
@@ -211,16 +212,24 @@ def check_executor(
         raise _named(executor, err) from None
     try:
         info = cluster_info(client, timeout)
-        if warm:
-            problem = start_kernels(client, warm)
-            if problem:
-                info = replace(info, notes=(*info.notes, problem))
-        return info
     except ExecutorProblem as err:
-        raise _named(executor, err) from None
-    finally:
         if owned:
             client.close()
+        raise _named(executor, err) from None
+    if not warm:
+        if owned:
+            client.close()
+        return info
+
+    def register() -> None:
+        try:
+            start_kernels(client, warm)  # failures come back when the sessions are run
+        finally:
+            if owned:
+                client.close()
+
+    threading.Thread(target=register, name="livecells-warm-workers", daemon=True).start()
+    return info
 
 
 def _named(executor: Executor, problem: ExecutorProblem) -> ExecutorProblem:
