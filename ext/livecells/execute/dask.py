@@ -330,16 +330,24 @@ class DaskScheduler:
             client, owned = await asyncio.to_thread(connect, self.executor, timeout)
         except ExecutorProblem as err:
             raise _named(self.executor, err) from None
+        plugin: asyncio.Future[str | None] | None = None
         try:
             info = await asyncio.to_thread(cluster_info, client, timeout)
-            if self.fork:  # again: workers may have joined, or the build started elsewhere
+            if self.fork:
+                # Again (workers may have joined, or the build did not connect before), beside
+                # the sessions: a task whose worker has no template yet starts it itself.
                 frameworks = {job.framework.name: job.framework for job in jobs}
-                await asyncio.to_thread(start_kernels, client, list(frameworks.values()))
+                plugin = asyncio.ensure_future(
+                    asyncio.to_thread(start_kernels, client, list(frameworks.values()))
+                )
             batch = _ClusterRun(client, info, asyncio.get_running_loop(), on_start, self.fork)
             await batch.run(jobs, on_done, self.jobs)
         except ExecutorProblem as err:
             raise _named(self.executor, err) from None
         finally:
+            if plugin is not None:
+                with suppress(Exception):
+                    await plugin
             if owned:
                 client.close()
 
