@@ -344,13 +344,15 @@ def test_a_gpu_session_goes_to_a_worker_declaring_gpus_which_must_see_them(tmp_p
     assert "cannot lend GPUs: it declares GPU=1 but sees 0 GPU(s)" in record["message"], record["message"]
 
 
-def test_a_workers_templates_and_kernels_die_when_it_closes(tmp_path):
+@pytest.mark.parametrize("processes", [True, False], ids=["worker-process", "worker-in-this-process"])
+def test_a_workers_templates_and_kernels_die_when_it_closes(tmp_path, processes):
     from distributed import Client, LocalCluster
 
     page = tmp_path / "idle.rst"
     page.write_text("idle\n", encoding="utf-8")
+    # In this process, only the worker's close (its plugin's teardown) can end the template.
     with LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+        n_workers=1, threads_per_worker=1, processes=processes, host="127.0.0.1", protocol="tcp",
         dashboard_address="127.0.0.1:0",
     ) as local, Client(local, set_as_default=False) as client:
         # A daemon that leaves the kernel's session: it too must end with the worker.
@@ -365,7 +367,7 @@ def test_a_workers_templates_and_kernels_die_when_it_closes(tmp_path):
         assert worker_templates(client) == {next(iter(local.scheduler_info["workers"])): [template]}
         assert parent_of(template) == worker
     # The session's shutdown killed the daemon; closing the worker ends its template.
-    assert _gone([orphan, template, worker], within=15)
+    assert _gone([orphan, template] + ([worker] if processes else []), within=15)
 
 
 class _FakeServer:

@@ -125,10 +125,6 @@ class Lease:
     def cuda_visible_devices(self) -> list[int]:
         return [gpu.index for gpu in self.gpus]
 
-    @property
-    def kind(self) -> str:
-        return "gpu" if self.gpus else "cpu"
-
 
 class DeviceLedger:
     """The one rule for leasing GPUs, kept by the local pool and by each Dask worker: a session
