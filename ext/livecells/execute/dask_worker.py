@@ -226,14 +226,10 @@ class WorkerKernels:
                         raise Cancelled
                 started = not self.closed
             if started:
-                for framework in frameworks.values():  # their imports run in parallel
-                    _in_spawner(self.server.prepare, framework)
-                self._watch_templates()
-
-                async def ready() -> None:
-                    await asyncio.gather(*(self.server.ready(f) for f in frameworks.values()))
-
-                asyncio.run(ready())  # a template that failed is said by the server (warn)
+                try:
+                    self._prepare(list(frameworks.values()))
+                except Exception:  # its sessions start fresh kernels instead
+                    logger.exception("livecells: the kernel templates could not be started")
         finally:
             with self._changed:
                 self._importing -= 1
@@ -241,6 +237,16 @@ class WorkerKernels:
                     event = self._templates[key] if started else self._templates.pop(key)
                     event.set()
                 self._changed.notify_all()
+
+    def _prepare(self, frameworks: list[FrameworkSpec]) -> None:
+        for framework in frameworks:  # their imports run in parallel
+            _in_spawner(self.server.prepare, framework)
+        self._watch_templates()
+
+        async def ready() -> None:
+            await asyncio.gather(*(self.server.ready(f) for f in frameworks))
+
+        asyncio.run(ready())  # a template that failed is said by the server (warn)
 
     def _watch_templates(self) -> None:
         for pid in self.template_pids:
