@@ -213,13 +213,13 @@ def _job(page: Path, *codes: str, gpus: int = 0) -> SessionJob:
     return SessionJob(plan, framework, "key", "env", gpus, 30.0, 10_000)
 
 
-def _run(executor: str, jobs: list[SessionJob]) -> dict[str, dict[str, Any]]:
+def _run(executor: str, jobs: list[SessionJob], fork: bool = True) -> dict[str, dict[str, Any]]:
     records: dict[str, dict[str, Any]] = {}
 
     def on_done(job: SessionJob, record: dict[str, Any]) -> None:
         records[job.plan.docname] = record
 
-    asyncio.run(DaskScheduler(executor, timeout=10).run(jobs, on_done))
+    asyncio.run(DaskScheduler(executor, timeout=10, fork=fork).run(jobs, on_done))
     return records
 
 
@@ -342,6 +342,14 @@ def test_a_gpu_session_goes_to_a_worker_declaring_gpus_which_must_see_them(tmp_p
         record = _run(local.scheduler_address, [_job(page, "1", gpus=1)])["gpu"]
     assert record["status"] == "failed"
     assert "cannot lend GPUs: it declares GPU=1 but sees 0 GPU(s)" in record["message"], record["message"]
+
+
+def test_without_fork_kernels_a_worker_starts_a_fresh_kernel(built, cluster, tmp_path):
+    local, client = cluster
+    page = tmp_path / "fresh.rst"
+    page.write_text("fresh\n", encoding="utf-8")
+    record = _run(local.scheduler_address, [_job(page, "import os\nprint(os.getppid())")], fork=False)
+    assert int(record["fresh"]["cells"][0]["outputs"][0]["text"]) in built["worker_pids"].values()
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["worker-process", "worker-in-this-process"])
