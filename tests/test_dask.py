@@ -344,12 +344,12 @@ def test_a_gpu_session_goes_to_a_worker_declaring_gpus_which_must_see_them(tmp_p
     assert "cannot lend GPUs: it declares GPU=1 but sees 0 GPU(s)" in record["message"], record["message"]
 
 
-def test_without_fork_kernels_a_worker_starts_a_fresh_kernel(built, cluster, tmp_path):
+def test_without_fork_kernels_a_worker_starts_a_fresh_kernel(cluster, tmp_path):
     local, client = cluster
     page = tmp_path / "fresh.rst"
     page.write_text("fresh\n", encoding="utf-8")
     record = _run(local.scheduler_address, [_job(page, "import os\nprint(os.getppid())")], fork=False)
-    assert int(record["fresh"]["cells"][0]["outputs"][0]["text"]) in built["worker_pids"].values()
+    assert int(record["fresh"]["cells"][0]["outputs"][0]["text"]) in client.run(os.getpid).values()
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["worker-process", "worker-in-this-process"])
@@ -489,3 +489,16 @@ def test_a_worker_and_a_local_build_lend_gpus_by_one_rule():
 
     expected = [(gpus[0], gpus[1]), (gpus[0],), (gpus[1], gpus[2])]
     assert worker_leases() == asyncio.run(pool_leases()) == expected
+
+
+def test_what_a_worker_imports_needs_no_sphinx():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, livecells.execute.dask_worker\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sphinx', 'docutils'}))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "ext"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "[]"

@@ -194,8 +194,8 @@ class WorkerKernels:
             with self._changed:
                 if self.closed:
                     return
-                mine = {}
-                others = {}
+                mine: dict[TemplateKey, FrameworkSpec] = {}
+                others: dict[TemplateKey, threading.Event] = {}
                 for framework in frameworks:
                     key = _template_key(framework)
                     if key in self._templates:
