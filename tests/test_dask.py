@@ -11,11 +11,12 @@ import socket
 import time
 from io import StringIO
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
 import pytest
-from sphinx.errors import ConfigError, SphinxError
+from sphinx.errors import SphinxError
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
@@ -25,12 +26,41 @@ distributed = pytest.importorskip("distributed")
 
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.config import read_config  # noqa: E402
-from livecells.execute.dask import DaskScheduler, check_executor, own_gpus  # noqa: E402
+from livecells.execute.dask import DaskScheduler, ExecutorProblem, check_executor  # noqa: E402
+from livecells.execute.dask_worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
+from livecells.execute.forkserver import MARKER  # noqa: E402
 from livecells.execute.scheduler import SessionJob  # noqa: E402
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan  # noqa: E402
 
 PAGES = ["index", "one", "sub/two"]
+
+
+def worker_templates(client) -> dict[str, list[int]]:
+    """Each worker's template pids."""
+    def pids(dask_worker) -> list[int]:
+        kernels = WorkerKernels.of(dask_worker, make=False)
+        return kernels.template_pids if kernels is not None else []
+
+    return client.run(pids)
+
+
+def parent_of(pid: int) -> int:
+    return psutil.Process(pid).ppid()
+
+
+#: A cell that kills the worker running it: the nearest ancestor that is no kernel or template
+#: (a forked kernel's parent is its template, whose parent is the worker).
+KILL_WORKER = (
+    "import os, signal\n"
+    "def parent(pid):\n"
+    "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+    "def worker():\n"
+    "    pid = parent(os.getpid())\n"
+    f"    while {MARKER.encode()!r} in open(f'/proc/{{pid}}/cmdline', 'rb').read():\n"
+    "        pid = parent(pid)\n"
+    "    return pid\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,27 +83,56 @@ def built(cluster, tmp_path_factory, rootdir):
     src = tmp_path_factory.mktemp("dask") / "src"
     shutil.copytree(rootdir / "test-dask", src)
     app, warnings = build_site(src, confoverrides={"livecells_executor": local.scheduler_address})
+    templates = worker_templates(client)
     return {
         "app": app,
         "src": src,
         "pages": {name: soup(app.outdir / f"{name}.html") for name in PAGES},
         "warnings": warnings,
         "worker_pids": worker_pids,
-        "kernels_left": kernel_processes(),
+        "templates": templates,
+        # The workers' templates wait for the next build; no kernel may be left.
+        "kernels_left": [
+            p for p in kernel_processes() if p.pid not in {t for ts in templates.values() for t in ts}
+        ],
     }
 
 
-def test_every_session_ran_in_a_kernel_started_by_a_worker(built):
+def _printed_ppids(built) -> dict[str, int]:
     seen: dict[str, int] = {}
-    for name, page in built["pages"].items():
+    for page in built["pages"].values():
         for cell in cells(page):
             for label, ppid in re.findall(r"page (\S+) ppid (\d+)", outputs(cell)):
                 seen[label] = int(ppid)
+    return seen
+
+
+def test_every_session_ran_in_a_kernel_forked_from_its_workers_template(built):
+    seen = _printed_ppids(built)
     assert set(seen) == {"index", "one-alpha", "one-beta", "two"}
-    workers = set(built["worker_pids"].values())
-    assert set(seen.values()) <= workers
+    # alpha and beta are the same kernel with nothing preloaded: one template per worker, which
+    # every session on that worker forked from (a second session reuses it).
+    templates = built["templates"]
+    assert sorted(map(len, templates.values())) == [1, 1], templates
+    owner = {pids[0]: built["worker_pids"][address] for address, pids in templates.items()}
+    assert set(seen.values()) <= set(owner)
+    for template, worker in owner.items():
+        assert parent_of(template) == worker
     # Four sessions over two free single-threaded workers: both take some.
-    assert set(seen.values()) == workers
+    assert set(seen.values()) == set(owner)
+
+
+def test_later_sessions_on_a_worker_reuse_its_template(built, cluster, tmp_path):
+    local, client = cluster
+    ppid = "import os\nprint(os.getppid())"
+    jobs = [_job(tmp_path / f"again{n}.rst", ppid) for n in range(4)]
+    for job in jobs:
+        Path(job.plan.source).write_text("again\n", encoding="utf-8")
+    records = _run(local.scheduler_address, jobs)
+    parents = {int(r.cells[0].outputs[0]["text"]) for r in records.values()}
+    # The same templates as during the build: none was started again.
+    assert worker_templates(client) == built["templates"]
+    assert parents <= {pids[0] for pids in built["templates"].values()}
 
 
 def test_the_kernel_runs_in_the_page_folder(built):
@@ -103,7 +162,7 @@ def test_an_unreachable_scheduler_is_a_clear_error(rootdir, tmp_path):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
-    with pytest.raises(ConfigError, match="cannot be reached"):
+    with pytest.raises(ExecutorProblem, match="cannot be reached"):
         check_executor(address, timeout=1)
     shutil.copytree(rootdir / "test-dask", tmp_path / "src")
     # Whether the build checks the address when it starts or when sessions run, it stops cleanly.
@@ -127,7 +186,7 @@ def test_a_client_factory_is_accepted(cluster):
     assert callable(config.executor) and not warnings
     info = check_executor(config.executor, timeout=10)
     assert (info.workers, info.threads, info.gpus_per_worker, info.slots) == (2, 2, 0, False)
-    with pytest.raises(ConfigError, match="not a distributed.Client"):
+    with pytest.raises(ExecutorProblem, match="not a distributed.Client"):
         check_executor(lambda: "tcp://nowhere", timeout=1)
 
 
@@ -154,13 +213,13 @@ def _job(page: Path, *codes: str, gpus: int = 0) -> SessionJob:
     return SessionJob(plan, framework, "key", "env", gpus, 30.0, 10_000)
 
 
-def _run(executor: str, jobs: list[SessionJob]) -> dict[str, dict[str, Any]]:
+def _run(executor: str, jobs: list[SessionJob], fork: bool = True) -> dict[str, dict[str, Any]]:
     records: dict[str, dict[str, Any]] = {}
 
     def on_done(job: SessionJob, record: dict[str, Any]) -> None:
         records[job.plan.docname] = record
 
-    asyncio.run(DaskScheduler(executor, timeout=10).run(jobs, on_done))
+    asyncio.run(DaskScheduler(executor, timeout=10, fork=fork).run(jobs, on_done))
     return records
 
 
@@ -216,30 +275,44 @@ def test_a_session_whose_workers_die_is_retried_once_then_reported_as_a_crash(cl
     local, client = cluster
     page = tmp_path / "crash.rst"
     page.write_text("crash\n", encoding="utf-8")
-    kill = "import os, signal\nopen('pids.txt', 'a').write(f'{os.getpid()}\\n')\nos.kill(os.getppid(), signal.SIGKILL)"
+    kill = KILL_WORKER + (
+        # A daemon in a session of its own: it too must die with the worker.
+        "import subprocess, sys\n"
+        "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        "open('daemons.txt', 'a').write(f'{d.pid}\\n')\n"
+        "open('pids.txt', 'a').write(f'{os.getpid()} {os.getppid()}\\n')\n"
+        "open('workers.txt', 'a').write(f'{worker()}\\n')\n"
+        "os.kill(worker(), signal.SIGKILL)"
+    )
+    workers = set(client.run(os.getpid).values())
     try:
         record = _run(local.scheduler_address, [_job(page, kill, "print('never')")])["crash"]
     finally:
         client.wait_for_workers(2, timeout=60)
+    killed = [int(p) for p in (tmp_path / "workers.txt").read_text().split()]
+    assert killed[0] in workers
     assert record.status == "crashed"
     first, second = record.cells
     assert first.status == "died"
     assert "died, 2 time(s)" in first.evalue
     assert second.status == "not-run"
-    pids = [int(p) for p in (tmp_path / "pids.txt").read_text().split()]
-    assert 2 <= len(pids) <= 3  # a third start is cancelled, perhaps after its kernel started
-    assert _gone(pids, within=10)  # orphaned kernels notice their worker is gone and exit
+    lines = [line.split() for line in (tmp_path / "pids.txt").read_text().splitlines()]
+    assert 2 <= len(lines) <= 3  # a third start is cancelled, perhaps after its kernel started
+    kernels, parents = [int(k) for k, _ in lines], {int(p) for _, p in lines}
+    assert parents.isdisjoint(killed)  # forked kernels: the parent is the template
+    # The kernels and the templates of the killed workers die with them.
+    daemons = [int(p) for p in (tmp_path / "daemons.txt").read_text().split()]
+    assert _gone(kernels + sorted(parents) + daemons, within=10)
 
 
 def test_a_session_whose_worker_dies_once_is_run_again_elsewhere(cluster, tmp_path):
     local, client = cluster
     page = tmp_path / "once.rst"
     page.write_text("once\n", encoding="utf-8")
-    kill_once = (
-        "import os, signal\n"
+    kill_once = KILL_WORKER + (
         "if not os.path.exists('died'):\n"
         "    open('died', 'w').close()\n"
-        "    os.kill(os.getppid(), signal.SIGKILL)\n"
+        "    os.kill(worker(), signal.SIGKILL)\n"
         "print('survived')"
     )
     try:
@@ -269,3 +342,163 @@ def test_a_gpu_session_goes_to_a_worker_declaring_gpus_which_must_see_them(tmp_p
         record = _run(local.scheduler_address, [_job(page, "1", gpus=1)])["gpu"]
     assert record.status == "failed"
     assert "cannot lend GPUs: it declares GPU=1 but sees 0 GPU(s)" in record.message, record.message
+
+
+def test_without_fork_kernels_a_worker_starts_a_fresh_kernel(cluster, tmp_path):
+    local, client = cluster
+    page = tmp_path / "fresh.rst"
+    page.write_text("fresh\n", encoding="utf-8")
+    record = _run(local.scheduler_address, [_job(page, "import os\nprint(os.getppid())")], fork=False)
+    assert int(record["fresh"].cells[0].outputs[0]["text"]) in client.run(os.getpid).values()
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["worker-process", "worker-in-this-process"])
+def test_a_workers_templates_and_kernels_die_when_it_closes(tmp_path, processes):
+    from distributed import Client, LocalCluster
+
+    page = tmp_path / "idle.rst"
+    page.write_text("idle\n", encoding="utf-8")
+    # In this process, only the worker's close (its plugin's teardown) can end the template.
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=processes, host="127.0.0.1", protocol="tcp",
+        dashboard_address="127.0.0.1:0",
+    ) as local, Client(local, set_as_default=False) as client:
+        # A daemon that leaves the kernel's session: it too must end with the worker.
+        daemon = (
+            "import os, subprocess, sys\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+            "print(os.getppid(), p.pid)"
+        )
+        record = _run(local.scheduler_address, [_job(page, daemon)])["idle"]
+        template, orphan = map(int, record.cells[0].outputs[0]["text"].split())
+        (worker,) = client.run(os.getpid).values()
+        assert worker_templates(client) == {next(iter(local.scheduler_info["workers"])): [template]}
+        assert parent_of(template) == worker
+    # The session's shutdown killed the daemon; closing the worker ends its template.
+    assert _gone([orphan, template] + ([worker] if processes else []), within=15)
+
+
+class _FakeServer:
+    """Records when templates import; the imports take ``delay`` seconds."""
+
+    def __init__(self, log: list[str], delay: float = 0.3) -> None:
+        self.log, self.delay, self.templates = log, delay, {}
+
+    def prepare(self, framework: FrameworkSpec) -> None:
+        self.log.append(f"import {framework.name}")
+        self.templates[framework.name] = SimpleNamespace(process=SimpleNamespace(pid=-len(self.templates)))
+
+    async def ready(self, framework: FrameworkSpec) -> bool:
+        await asyncio.sleep(self.delay)
+        self.log.append(f"ready {framework.name}")
+        return True
+
+    def manager(self, framework: FrameworkSpec) -> None:
+        return None
+
+    def close(self) -> None:
+        self.log.append("closed")
+
+    # The guard's part.
+    def watch(self, pid: int) -> None:
+        self.log.append(f"watch {pid}")
+
+    unwatch = watch
+
+
+def test_a_template_imports_only_while_none_of_the_workers_sessions_runs():
+    import threading
+
+    log: list[str] = []
+    fake = _FakeServer(log)
+    kernels = WorkerKernels(fake, fake)  # type: ignore[arg-type]
+    alpha, beta = FrameworkSpec("alpha", "A", preload=("a",)), FrameworkSpec("beta", "B", preload=("b",))
+    kernels.warm([alpha])
+    assert log == ["import alpha", "watch 0", "ready alpha"]
+    kernels.warm([alpha])  # once per worker
+    assert log == ["import alpha", "watch 0", "ready alpha"]
+
+    def session(name: str, framework: FrameworkSpec, hold: float) -> None:
+        with kernels.session(framework, True, lambda: True):
+            log.append(f"start {name}")
+            time.sleep(hold)
+            log.append(f"end {name}")
+
+    first = threading.Thread(target=session, args=("one", alpha, 0.5))
+    first.start()
+    time.sleep(0.1)
+    # A second thread of the worker gets a beta session: its template waits for the first
+    # session to end, and a third session waits for the import.
+    second = threading.Thread(target=session, args=("two", beta, 0))
+    second.start()
+    time.sleep(0.1)
+    third = threading.Thread(target=session, args=("three", alpha, 0))
+    third.start()
+    for thread in (first, second, third):
+        thread.join(10)
+    assert log[3:8] == ["start one", "end one", "import beta", "watch -1", "ready beta"], log
+    assert sorted(log[8:]) == sorted(["start two", "end two", "start three", "end three"]), log
+    kernels.close()
+    kernels.close()
+    assert log.count("closed") == 2  # the server and the guard, once
+
+
+def test_waiting_for_a_template_ends_when_the_task_is_cancelled():
+    import threading
+
+    from livecells.execute.dask_worker import Cancelled
+
+    fake = _FakeServer([], delay=0)
+    kernels = WorkerKernels(fake, fake)  # type: ignore[arg-type]
+    alpha, beta = FrameworkSpec("alpha", "A", preload=("a",)), FrameworkSpec("beta", "B", preload=("b",))
+    wanted = threading.Event()
+    wanted.set()
+    with kernels.session(alpha, True, lambda: True):
+        # beta's template cannot import while the alpha session runs; its task is cancelled.
+        threading.Timer(0.3, wanted.clear).start()
+        with pytest.raises(Cancelled):
+            kernels.warm([beta], wanted.is_set)
+    kernels.warm([beta])  # started by the next one that asks
+    assert sorted(fake.templates) == ["alpha", "beta"]
+    kernels.close()
+
+
+def test_a_worker_and_a_local_build_lend_gpus_by_one_rule():
+    from livecells.execute.dask_worker import DeviceProblem, WorkerDevices
+    from livecells.execute.devices import DevicePool
+
+    gpus = [GPU(2, "G"), GPU(0, "G"), GPU(1, "G")]  # CUDA's order: the worker's own GPU first
+
+    def worker_leases() -> list[tuple[GPU, ...]]:
+        devices, seen = WorkerDevices(gpus), []
+        with devices.lease(2) as first:
+            seen.append(first.gpus)
+            with pytest.raises(DeviceProblem, match=r"2 GPU\(s\) asked for, 1 free"), devices.lease(2):
+                pass
+        with devices.lease(1) as second, devices.lease(2) as third:
+            seen += [second.gpus, third.gpus]
+        return seen
+
+    async def pool_leases() -> list[tuple[GPU, ...]]:
+        pool, seen = DevicePool(gpus, jobs=2), []
+        async with pool.lease(2) as first:
+            seen.append(first.gpus)
+        async with pool.lease(1) as second, pool.lease(2) as third:
+            seen += [second.gpus, third.gpus]
+        return seen
+
+    expected = [(gpus[0], gpus[1]), (gpus[0],), (gpus[1], gpus[2])]
+    assert worker_leases() == asyncio.run(pool_leases()) == expected
+
+
+def test_what_a_worker_imports_needs_no_sphinx():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, livecells.execute.dask_worker\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sphinx', 'docutils'}))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "ext"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "[]"

@@ -18,7 +18,7 @@ from typing import Any
 
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
-from sphinx.errors import ExtensionError
+from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 
 from livecells.build.run import Run, build_state, file_hashes, page_keys, store_of, warn
@@ -160,9 +160,14 @@ def on_builder_inited(app: Sphinx) -> None:
     config = get_config(app)
     if config.executor != "local" and config.execute in {"auto", "force"}:
         # A scheduler that cannot be reached stops the build before any page is read.
-        from livecells.execute.dask import check_executor
+        from livecells.execute.dask import ExecutorProblem, check_executor
 
-        state.cluster = check_executor(config.executor)
+        # The workers start the frameworks' templates while Sphinx reads.
+        warm = list(config.frameworks.values()) if config.fork_kernels else []
+        try:
+            state.cluster = check_executor(config.executor, warm=warm)
+        except ExecutorProblem as err:
+            raise ConfigError(str(err)) from None
         logger.info(f"livecells: {state.cluster.describe()}")
         for note in state.cluster.notes:
             warn(note, "executor")

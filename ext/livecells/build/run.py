@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
+from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from livecells.build.problems import report_session
@@ -280,6 +281,12 @@ class Run:
     def execute(self, gpus: list[GPU], jobs: list[SessionJob], keys: dict[int, str]) -> None:
         from livecells.execute.scheduler import run_async
 
+        cluster_errors: tuple[type[Exception], ...] = ()
+        if self.config.executor != "local":
+            from livecells.execute.dask import ExecutorProblem
+
+            cluster_errors = (ExecutorProblem,)
+
         scheduler = self.scheduler(gpus)
         progress = Progress(len(jobs), self.app.verbosity)
 
@@ -293,6 +300,8 @@ class Run:
         try:
             with sigterm_as_interrupt():
                 run_async(lambda: scheduler.run(jobs, on_done, on_start))
+        except cluster_errors as err:  # the execute stage raises its own errors, never Sphinx's
+            raise ExtensionError(f"livecells: {err}") from None
         finally:
             progress.end()
             self.outcome.seconds += progress.elapsed()
@@ -323,7 +332,7 @@ def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: Any = 
     if config.executor != "local":
         from livecells.execute.dask import DaskScheduler
 
-        return DaskScheduler(config.executor, jobs=config.jobs)
+        return DaskScheduler(config.executor, jobs=config.jobs, fork=config.fork_kernels)
     from livecells.execute.scheduler import LocalScheduler
 
     jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))

@@ -1,11 +1,18 @@
-"""Execute stage on a Dask cluster: each session is one Dask task that runs its kernel on a worker.
+"""Execute stage on a Dask cluster, the client's side: each session is one Dask task that runs
+its kernel on a worker.
 
-:class:`DaskScheduler` is the :class:`~.execute.Scheduler` that ``livecells_executor =
+:class:`DaskScheduler` is the :class:`~.scheduler.Scheduler` that ``livecells_executor =
 "tcp://host:port"`` (or a function returning a ``distributed.Client``) selects. Each job becomes
-one task, :func:`run_on_worker`, which starts a fresh local kernel on the worker in the page's
-folder (the source tree must be reachable there at the same path; the task checks), runs the
-cells with :func:`~.execute.run_session` and returns the session's plain-data record. Records come
+one task, :func:`.dask_worker.run_on_worker`, which runs the session's kernel on the worker in the
+page's folder (the source tree must be reachable there at the same path; the task checks), runs
+the cells with :func:`~.scheduler.run_session` and returns the session's record. Records come
 back to the Sphinx process, which alone writes the store (through ``on_done``).
+
+Warm kernels: when livecells connects, it registers :class:`.dask_worker.KernelsPlugin` on the
+cluster, so that every worker keeps a template per framework that has imported it, and forks each
+session's kernel from it (:mod:`.forkserver`), as a local build does; the templates start while
+Sphinx reads the pages, and live as long as the worker (``livecells_fork_kernels = False``: fresh
+kernels).
 
 Devices: a job leasing GPUs asks for the worker resource ``GPU=n``; the worker lends it that many
 of its own GPUs (those ``CUDA_VISIBLE_DEVICES`` pins for the worker process). CPU jobs ask for a
@@ -19,23 +26,19 @@ cluster's tasks, and a cancelled task stops its kernel.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext, suppress
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from sphinx.errors import ConfigError, ExtensionError
-
-from livecells.execute.devices import GPU, Lease, detect_gpus
-from livecells.execute.scheduler import OnDone, OnStart, SessionJob, run_session, session_record
-from livecells.execute.kernel import KernelSession
+from livecells.execute.devices import Lease
+from livecells.execute.scheduler import OnDone, OnStart, SessionJob, session_record
+from livecells.model.frameworks import FrameworkSpec
 from livecells.model.records import CellRecord, SessionRecord
 
 GPU_RESOURCE = "GPU"
@@ -45,14 +48,16 @@ SLOT_RESOURCE = "livecells-slot"
 MAX_ATTEMPTS = 2
 #: How often a running task looks whether it was cancelled (seconds).
 WATCH_INTERVAL = 0.5
-_DEVICES_ATTRIBUTE = "_livecells_devices"
+#: The name of the worker plugin that keeps each worker's templates.
+PLUGIN_NAME = "livecells-kernels"
 
 Executor = str | Callable[[], Any]
 
 
 class ExecutorProblem(RuntimeError):
     """The cluster cannot be used: ``distributed`` is missing, the scheduler cannot be reached, or
-    it has no workers."""
+    it has no workers. What :func:`check_executor` and :meth:`DaskScheduler.run` raise, with a
+    message that names ``livecells_executor``; the build turns it into Sphinx's errors."""
 
 
 def _distributed() -> Any:
@@ -191,23 +196,57 @@ def describe_executor(executor: Executor) -> str:
     return repr(executor)
 
 
-def check_executor(executor: Executor, timeout: float | None = None) -> ClusterInfo:
-    """Connect once and describe the cluster; an unreachable one is a :class:`ConfigError`.
+def check_executor(
+    executor: Executor, timeout: float | None = None, *, warm: Sequence[FrameworkSpec] = ()
+) -> ClusterInfo:
+    """Connect once and describe the cluster; an unreachable one is an :class:`ExecutorProblem`.
 
     Meant for ``builder-inited``, so that a wrong address stops the build before any page is read.
+    With ``warm``, the workers start those frameworks' templates meanwhile (:func:`start_kernels`,
+    in a thread of its own: the build goes on reading while the workers import).
     """
     try:
         timeout = connect_timeout() if timeout is None else timeout
         client, owned = connect(executor, timeout)
     except ExecutorProblem as err:
-        raise ConfigError(f"livecells_executor = {describe_executor(executor)}: {err}") from None
+        raise _named(executor, err) from None
     try:
-        return cluster_info(client, timeout)
+        info = cluster_info(client, timeout)
     except ExecutorProblem as err:
-        raise ConfigError(f"livecells_executor = {describe_executor(executor)}: {err}") from None
-    finally:
         if owned:
             client.close()
+        raise _named(executor, err) from None
+    if not warm:
+        if owned:
+            client.close()
+        return info
+
+    def register() -> None:
+        try:
+            start_kernels(client, warm)  # failures come back when the sessions are run
+        finally:
+            if owned:
+                client.close()
+
+    threading.Thread(target=register, name="livecells-warm-workers", daemon=True).start()
+    return info
+
+
+def _named(executor: Executor, problem: ExecutorProblem) -> ExecutorProblem:
+    return ExecutorProblem(f"livecells_executor = {describe_executor(executor)}: {problem}")
+
+
+def start_kernels(client: Any, frameworks: Sequence[FrameworkSpec]) -> str | None:
+    """Have every worker (also those that join later) keep warm kernels, and start the templates
+    of ``frameworks`` now, in the background; why not, if it failed (sessions then start their
+    own templates, or fresh kernels)."""
+    from livecells.execute.dask_worker import KernelsPlugin
+
+    try:
+        client.register_plugin(KernelsPlugin(frameworks), name=PLUGIN_NAME)
+    except Exception as err:  # noqa: BLE001 - workers without livecells, an old distributed, ...
+        return f"the workers could not start warm kernels: {type(err).__name__}: {err}"
+    return None
 
 
 def job_resources(job: SessionJob, slots: bool) -> dict[str, float] | None:
@@ -269,12 +308,19 @@ class DaskScheduler:
     """Runs sessions as Dask tasks on the workers of a cluster; see the module's docstring."""
 
     def __init__(
-        self, executor: Executor, jobs: int | str = "auto", *, timeout: float | None = None
+        self,
+        executor: Executor,
+        jobs: int | str = "auto",
+        *,
+        timeout: float | None = None,
+        fork: bool = True,
     ) -> None:
         self.executor = executor
         #: The most sessions submitted at once ('auto': all; the cluster's resources bound them).
         self.jobs = jobs if isinstance(jobs, int) else None
         self.timeout = timeout
+        #: Kernels forked from each worker's templates (livecells_fork_kernels), else fresh ones.
+        self.fork = fork
 
     async def run(
         self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
@@ -285,20 +331,27 @@ class DaskScheduler:
             timeout = connect_timeout() if self.timeout is None else self.timeout
             client, owned = await asyncio.to_thread(connect, self.executor, timeout)
         except ExecutorProblem as err:
-            raise self._error(err) from None
+            raise _named(self.executor, err) from None
+        plugin: asyncio.Future[str | None] | None = None
         try:
             info = await asyncio.to_thread(cluster_info, client, timeout)
-            batch = _ClusterRun(client, info, asyncio.get_running_loop(), on_start)
+            if self.fork:
+                # Again (workers may have joined, or the build did not connect before), beside
+                # the sessions: a task whose worker has no template yet starts it itself.
+                frameworks = {job.framework.name: job.framework for job in jobs}
+                plugin = asyncio.ensure_future(
+                    asyncio.to_thread(start_kernels, client, list(frameworks.values()))
+                )
+            batch = _ClusterRun(client, info, asyncio.get_running_loop(), on_start, self.fork)
             await batch.run(jobs, on_done, self.jobs)
         except ExecutorProblem as err:
-            raise self._error(err) from None
+            raise _named(self.executor, err) from None
         finally:
+            if plugin is not None:
+                with suppress(Exception):
+                    await plugin
             if owned:
                 client.close()
-
-    def _error(self, problem: ExecutorProblem) -> ExtensionError:
-        where = describe_executor(self.executor)
-        return ExtensionError(f"livecells: livecells_executor = {where}: {problem}")
 
 
 class _ClusterRun:
@@ -310,7 +363,9 @@ class _ClusterRun:
         info: ClusterInfo,
         loop: asyncio.AbstractEventLoop,
         on_start: OnStart | None,
+        fork: bool = True,
     ) -> None:
+        self.fork = fork
         self.client = client
         self.info = info
         self.loop = loop
@@ -356,12 +411,15 @@ class _ClusterRun:
                 f"no worker of the Dask cluster declares {job.gpus} GPU(s) "
                 f"(start workers with --resources {GPU_RESOURCE}=N)",
             )
+        from livecells.execute.dask_worker import run_on_worker
+
         self.done[token] = self.loop.create_future()
         future = self.client.submit(
             run_on_worker,
             job,
             token,
             self.topic,
+            self.fork,
             key=token,
             resources=job_resources(job, self.info.slots),
             retries=1,
@@ -440,147 +498,3 @@ class _ClusterRun:
         self.announced.add(token)
         if self.on_start is not None:
             self.on_start(self.jobs[token])
-
-
-# -- on the worker -------------------------------------------------------------------------------
-
-
-class DeviceProblem(RuntimeError):
-    """The worker cannot lend the GPUs a session asks for."""
-
-
-def own_gpus(declared: int, visible: Sequence[GPU], pinned: bool) -> tuple[list[GPU], str | None]:
-    """A worker's own GPUs: the first ``declared`` of those it sees, or why that is unclear.
-
-    ``visible`` is already limited by the worker's ``CUDA_VISIBLE_DEVICES`` (``pinned``), which
-    dask-cuda sets with the worker's own GPU first.
-    """
-    if declared <= 0:
-        return [], None
-    if declared > len(visible):
-        return [], f"it declares {GPU_RESOURCE}={declared} but sees {len(visible)} GPU(s)"
-    if len(visible) > declared and not pinned:
-        return [], (
-            f"it declares {GPU_RESOURCE}={declared} but sees {len(visible)} GPUs and "
-            "CUDA_VISIBLE_DEVICES is not set, so which are its own is unknown: pin each worker "
-            "to its GPUs with CUDA_VISIBLE_DEVICES (or use dask-cuda)"
-        )
-    return list(visible[:declared]), None
-
-
-class WorkerDevices:
-    """The GPUs of one worker process, each lent to one of its running sessions at a time."""
-
-    def __init__(self, gpus: Sequence[GPU], problem: str | None = None) -> None:
-        self.free = list(gpus)
-        self.problem = problem
-        self.lock = threading.Lock()
-
-    @classmethod
-    def of(cls, worker: Any) -> WorkerDevices:
-        """The worker's devices, found once per worker process and kept on the worker."""
-        devices = getattr(worker, _DEVICES_ATTRIBUTE, None)
-        if devices is None:
-            declared = int(worker.state.total_resources.get(GPU_RESOURCE, 0))
-            pinned = os.environ.get("CUDA_VISIBLE_DEVICES") is not None
-            gpus, problem = own_gpus(declared, detect_gpus() if declared else [], pinned)
-            # setdefault is atomic: two first sessions starting at once agree on one object.
-            devices = worker.__dict__.setdefault(_DEVICES_ATTRIBUTE, cls(gpus, problem))
-        return devices  # type: ignore[no-any-return]
-
-    @contextmanager
-    def lease(self, count: int) -> Iterator[Lease]:
-        if count <= 0:
-            yield Lease(())
-            return
-        with self.lock:
-            if self.problem:
-                raise DeviceProblem(self.problem)
-            if len(self.free) < count:
-                raise DeviceProblem(f"{count} GPU(s) asked for, {len(self.free)} free")
-            taken = tuple(self.free[:count])
-            del self.free[:count]
-        try:
-            yield Lease(taken)
-        finally:
-            with self.lock:
-                self.free = sorted([*self.free, *taken], key=lambda g: g.index)
-
-
-def source_problem(job: SessionJob) -> str | None:
-    """Why this machine cannot run the page (its folder or file is missing), if it cannot."""
-    plan = job.plan
-    if not os.path.isdir(plan.cwd):
-        return f"the page's folder {plan.cwd} does not exist there"
-    if not os.access(plan.source, os.R_OK):
-        return f"the page {plan.source} cannot be read there"
-    return None
-
-
-def _with_reachable_log(job: SessionJob) -> SessionJob:
-    """The job, without its kernel log if the log's folder cannot be made on this machine."""
-    if not job.log_path:
-        return job
-    try:
-        Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return replace(job, log_path=None)
-    return job
-
-
-def _still_wanted(worker: Any, key: str) -> bool:
-    """Whether the scheduler still wants the task ``key`` that this thread runs."""
-    tasks = getattr(getattr(worker, "state", None), "tasks", None)
-    if tasks is None:
-        return True
-    task = tasks.get(key)
-    return task is not None and task.state not in {"cancelled", "released", "forgotten"}
-
-
-async def _run_watched(
-    job: SessionJob, lease: Lease, wanted: Callable[[], bool]
-) -> SessionRecord | None:
-    """Run the session; stop it (and its kernel) if its task is cancelled meanwhile."""
-    # A plain launch: the kernel is the worker's own child, whatever the local default becomes.
-    session = asyncio.ensure_future(run_session(job, lease, session_factory=KernelSession))
-    while True:
-        finished, _ = await asyncio.wait({session}, timeout=WATCH_INTERVAL)
-        if finished:
-            return session.result()
-        if not wanted():
-            session.cancel()
-            with suppress(asyncio.CancelledError):
-                await session
-            return None
-
-
-def run_on_worker(job: SessionJob, key: str, topic: str) -> SessionRecord:
-    """The Dask task of one session: run it in a fresh kernel on this worker; return its record."""
-    from distributed import get_worker
-
-    worker = get_worker()
-    host = socket.gethostname()
-    worker.log_event(topic, {"token": key, "worker": worker.address, "host": host})
-    started = time.perf_counter()
-    problem = source_problem(job)
-    record: SessionRecord | None = None
-    if problem is not None:
-        problem = (
-            f"the Dask worker {worker.address} on {host} cannot see the source tree: {problem} "
-            "(workers must reach the book's source folder at the same path, e.g. on a shared "
-            "file system)"
-        )
-    else:
-        try:
-            with WorkerDevices.of(worker).lease(job.gpus) as lease:
-                wanted = lambda: _still_wanted(worker, key)  # noqa: E731
-                record = asyncio.run(_run_watched(_with_reachable_log(job), lease, wanted))
-                if record is None:
-                    problem = "the session was cancelled"
-        except DeviceProblem as err:
-            problem = f"the Dask worker {worker.address} on {host} cannot lend GPUs: {err}"
-    if record is None:
-        record = failed_record(job, problem or "not run", time.perf_counter() - started)
-    record.provenance.extra["worker"] = worker.address
-    record.provenance.host = host
-    return record

@@ -125,20 +125,47 @@ class Lease:
     def cuda_visible_devices(self) -> list[int]:
         return [gpu.index for gpu in self.gpus]
 
+
+class DeviceLedger:
+    """The one rule for leasing GPUs, kept by the local pool and by each Dask worker: a session
+    takes the first free GPUs in the order the ledger was given them (CUDA's order, the worker's
+    own GPU first under dask-cuda), exclusively, and they go back to their places. Thread-safe."""
+
+    def __init__(self, gpus: Sequence[GPU]) -> None:
+        import threading
+
+        self._rank = {gpu: place for place, gpu in enumerate(gpus)}
+        self._free = list(gpus)
+        self._lock = threading.Lock()
+
     @property
-    def kind(self) -> str:
-        return "gpu" if self.gpus else "cpu"
+    def free(self) -> int:
+        return len(self._free)
+
+    def take(self, count: int) -> tuple[GPU, ...] | None:
+        """``count`` GPUs, now removed from the free ones; None (and nothing taken) if fewer are free."""
+        with self._lock:
+            if len(self._free) < count:
+                return None
+            taken = tuple(self._free[:count])
+            del self._free[:count]
+        return taken
+
+    def give_back(self, taken: Sequence[GPU]) -> None:
+        with self._lock:
+            self._free = sorted([*self._free, *taken], key=self._rank.__getitem__)
 
 
 class DevicePool:
-    """Leases GPUs exclusively, and bounds how many sessions execute at once."""
+    """Leases GPUs exclusively (by :class:`DeviceLedger`'s rule), and bounds how many sessions
+    execute at once; a lease waits until both allow it."""
 
     def __init__(self, gpus: Sequence[GPU], jobs: int) -> None:
         import asyncio  # here, not at import: a build that runs nothing never needs it
 
         self.gpus = list(gpus)
         self.jobs = max(1, jobs)
-        self._free = list(self.gpus)
+        self._ledger = DeviceLedger(self.gpus)
         self._changed = asyncio.Condition()
         self._running = 0
 
@@ -146,16 +173,14 @@ class DevicePool:
     async def lease(self, count: int) -> AsyncIterator[Lease]:
         async with self._changed:
             await self._changed.wait_for(
-                lambda: self._running < self.jobs and len(self._free) >= count
+                lambda: self._running < self.jobs and self._ledger.free >= count
             )
-            taken = tuple(self._free[:count])
-            del self._free[:count]
+            taken = self._ledger.take(count) or ()
             self._running += 1
         try:
             yield Lease(taken)
         finally:
             async with self._changed:
-                self._free.extend(taken)
-                self._free.sort(key=lambda g: g.index)
+                self._ledger.give_back(taken)
                 self._running -= 1
                 self._changed.notify_all()
