@@ -19,13 +19,13 @@ if TYPE_CHECKING:  # importing livecells (a Dask worker unpickling a job) does n
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    from livecells.build.events import setup_build
     from livecells.config import setup_config
+    from livecells.read.collect import setup_collect
     from livecells.read.directives import setup_directives
+    from livecells.render.cells import setup_render
     from livecells.render.latex import setup_latex
     from livecells.render.notebooks import setup_notebooks
-    from livecells.build.events import setup_build
-    from livecells.read.collect import setup_collect
-    from livecells.render.cells import setup_render
     from livecells.render.report import setup_report
 
     app.setup_extension("sphinx_design")

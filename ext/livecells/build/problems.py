@@ -12,11 +12,10 @@ from typing import Any
 
 from sphinx.util import logging
 
-from livecells.model.text import strip_ansi
 from livecells.config import WARNING_TYPE
 from livecells.model.plans import CellPlan, SessionPlan
-from livecells.model.text import one_line
 from livecells.model.records import CellRecord, Problem, SessionRecord
+from livecells.model.text import one_line, strip_ansi
 
 logger = logging.getLogger(__name__)
 

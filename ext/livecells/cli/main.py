@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from livecells import __version__
-from livecells.model.text import one_line
 from livecells.model.records import unexpected_errors
+from livecells.model.text import one_line
 from livecells.store import OutputStore, StoreProblem
 
 

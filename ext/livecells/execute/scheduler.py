@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from jupyter_client.kernelspec import NoSuchKernel
 
 from livecells import __version__
-from livecells.model.frameworks import FrameworkSpec
 from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
 from livecells.execute.kernel import KernelSession
-from livecells.model.records import CellRecord, Provenance, SessionRecord
+from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import SessionPlan
+from livecells.model.records import CellRecord, Provenance, SessionRecord
 
 if TYPE_CHECKING:
     from livecells.execute.forkserver import ForkServer

@@ -11,13 +11,12 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-from stat import S_ISREG
 from collections.abc import Iterable
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from livecells.model.plans import PagePlan
-
 
 #: Per file: (size, mtime_ns, ctime_ns, inode) and the content's digest, kept in the build
 #: environment so that an unchanged (perhaps huge) dependency is not read again each build.

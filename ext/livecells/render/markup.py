@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from docutils import nodes
 
-
 # Math in a text/latex output, as MathJax finds it in JupyterLab: display math, environments and
 # inline math; the text around it is text.
 _LATEX_MATH = re.compile(

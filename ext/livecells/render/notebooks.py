@@ -20,12 +20,12 @@ from sphinx.application import Sphinx
 from sphinx.builders.html import StandaloneHTMLBuilder
 from sphinx.util.osutil import relative_uri
 
-from livecells.model.frameworks import FrameworkSpec
 from livecells.config import get_config
-from livecells.read.directives import live_cell, live_recorded, live_settings, live_text
+from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import PagePlan
-from livecells.read.collect import plans
 from livecells.model.records import CellRecord, SessionRecord
+from livecells.read.collect import plans
+from livecells.read.directives import live_cell, live_recorded, live_settings, live_text
 from livecells.render.results import Matched
 
 DOWNLOAD_DIR = "_downloads/livecells"

@@ -26,8 +26,8 @@ from sphinx.util.nodes import make_refnode
 
 from livecells.config import app_of, get_config
 from livecells.model.records import outcome_of
-from livecells.render.results import format_seconds
 from livecells.model.text import one_line
+from livecells.render.results import format_seconds
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
