@@ -119,15 +119,15 @@ def test_errors_are_counted_once_the_same_way_with_and_without_the_plan():
 
 
 def test_committed_store_files_read_as_records_and_write_back_unchanged():
-    """The store's JSON <-> records conversion, on the store files this repository commits (real
-    kernels wrote them): nothing is lost or added on the way."""
+    """The store's JSON <-> records conversion, on real store files (tests/data/store: what real
+    kernels wrote for the docs' pages): nothing is lost or added."""
     import json
     from pathlib import Path
 
     from livecells.store import session_from_json, session_to_json
     from livecells.store.schema import check_session
 
-    files = sorted((Path(__file__).resolve().parents[1] / "docs" / "_livecells").glob("*.json"))
+    files = sorted((Path(__file__).resolve().parent / "data" / "store").glob("*.json"))
     assert files
     for path in files:
         for framework, data in json.loads(path.read_text())["sessions"].items():
@@ -165,7 +165,7 @@ def test_any_session_the_store_accepts_reads_as_a_record_and_writes_back_accepte
     rng = random.Random(1234)
     sessions = [
         data
-        for path in sorted((Path(__file__).resolve().parents[1] / "docs" / "_livecells").glob("*.json"))
+        for path in sorted((Path(__file__).resolve().parent / "data" / "store").glob("*.json"))
         for data in json.loads(path.read_text())["sessions"].values()
     ]
     odd = [None, "", 0, -1, 1.5, [], {}, "x" * 3, {"k": "v"}, True]
@@ -190,3 +190,35 @@ def test_any_session_the_store_accepts_reads_as_a_record_and_writes_back_accepte
         record = session_from_json(data)
         check_session(session_to_json(record))
     assert accepted > 50  # the mutations reach the conversion, not only the checks
+
+
+def test_a_cell_that_did_not_run_is_no_error_of_its_own():
+    """A kernel that dies in cell 2 of 5: one error (the crash), as the build's warnings, its
+    total, livecells_raise_on_error, the report and the CLI all count it."""
+    session = plan("a", "b", "c", "d", "e")
+    cells = [CellRecord("ok", index=0), CellRecord("died", index=1)] + [
+        CellRecord("not-run", index=n) for n in range(2, 5)
+    ]
+    crashed = SessionRecord("alpha", "k", "e", "crashed", cells)
+    assert unexpected_errors(crashed, session.cells) == unexpected_errors(crashed) == 1
+    timed_out = SessionRecord("alpha", "k", "e", "timeout", [CellRecord("timeout", index=0)])
+    assert unexpected_errors(timed_out) == 1
+
+
+def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_ran():
+    """With livecells_execute = 'off' the page shows its recorded outputs, and the report still
+    says how the cells last ran (the stored record); summary.json says the session was not run."""
+    from livecells.build.run import session_outcome
+    from livecells.build.summary import summary_entry
+
+    session = plan("a = 1", "b = 2")
+    stored = record(session, key="k1")
+    off = session_outcome(session, "k1", stored, "recorded", reason="execution is off")
+    assert (off.origin, off.status, off.current) == ("recorded", "not-run", 0)
+    assert (off.record_status, off.record_cells, off.stale) == ("ok", 2, False)
+    entry = summary_entry(off)
+    assert (entry["status"], entry["cells"], entry["duration"]) == ("not-run", 0, None)
+    shown = session_outcome(plan("a = 1", "B = 2"), "k2", stored, "store")
+    assert (shown.origin, shown.status, shown.current, shown.stale) == ("store", "ok", 1, True)
+    failed = session_outcome(session, "k1", stored, "store", reason="no kernelspec", failed=True)
+    assert (failed.status, failed.record_status, failed.current) == ("failed", "ok", 2)

@@ -24,6 +24,7 @@ from sphinx.util import logging
 from livecells.build.run import Run, build_state, file_hashes, page_keys, store_of, warn
 from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
+from livecells.model.records import outcome_of
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 from livecells.store import StoreProblem
@@ -93,9 +94,9 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     state = build_state(app)
     config = get_config(app)
     state.processes.close()
-    outcome = state.outcome
-    if not outcome.sessions:
-        return
+    outcome = outcome_of(app.env)
+    if outcome.run_id != state.run_id or not outcome.sessions:
+        return  # no session in this build (or it ended before its sessions were planned)
     logger.info(
         f"livecells: {outcome.ran} session(s) run, {outcome.cached} from the store, "
         f"{outcome.skipped} not run, {outcome.failed} failed to start; "

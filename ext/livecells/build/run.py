@@ -27,6 +27,7 @@ from livecells.config import WARNING_TYPE, LivecellsConfig, conf_location, get_c
 from livecells.execute.devices import GPU, detect_gpus
 from livecells.model.plans import PagePlan, SessionPlan
 from livecells.model.records import (
+    OUTCOME_ATTRIBUTE,
     BuildOutcome,
     Problem,
     SessionOutcome,
@@ -44,10 +45,6 @@ if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by buil
 
 logger = logging.getLogger(__name__)
 
-#: Where the build's outcome is kept on the environment (see livecells.model.records.outcome_of).
-OUTCOME = "livecells_outcome"
-
-
 @dataclass
 class BuildState:
     """What the build process keeps between Sphinx's events (not handed to any stage)."""
@@ -58,8 +55,6 @@ class BuildState:
     cluster: Any = None
     #: The digest of the files livecells_depends matches, and its patterns that matched none.
     book_depends: tuple[str, list[str]] | None = None
-    #: The outcome of this build (also on the environment, for the pages).
-    outcome: BuildOutcome = field(default_factory=BuildOutcome)
 
 
 def build_state(app: Sphinx) -> BuildState:
@@ -112,21 +107,24 @@ def session_outcome(
     damaged: bool = False,
     problems: list[Problem] | None = None,
 ) -> SessionOutcome:
-    """What the pages and the report show of a session: computed once, here."""
+    """What the pages and the report show of a session: computed once, here. ``record`` is the
+    session's latest record; the page shows it unless ``origin`` is "recorded"."""
+    shown = record if origin in {"run", "store"} else None
     outcome = SessionOutcome(
         page=session.docname,
         framework=session.framework,
         source=session.source,
         origin=origin,
-        status="failed" if failed else (record.status if record else "not-run"),
+        status="failed" if failed else (shown.status if shown else "not-run"),
         cells=len(session.cells),
+        current=current_cells(session.cells, shown),
         reason=reason,
-        failed=failed,
         store_damaged=damaged,
         problems=list(problems or []),
     )
     if record is not None:
-        outcome.current = current_cells(session.cells, record)
+        outcome.record_status = record.status
+        outcome.record_cells = len(record.cells)
         outcome.stale = record.key != key
         outcome.errors = unexpected_errors(record, session.cells)
         outcome.duration = record.duration
@@ -149,8 +147,7 @@ class Run:
         self.outcome = BuildOutcome(
             run_id=self.state.run_id, execute=self.config.execute, store=str(self.store.root)
         )
-        self.state.outcome = self.outcome
-        setattr(env, OUTCOME, self.outcome)
+        setattr(env, OUTCOME_ATTRIBUTE, self.outcome)
         self.changed_pages: set[str] = set()
         self.environments: dict[str, Environment] = {}
         self.framework_problems: set[str] = set()
@@ -191,10 +188,9 @@ class Run:
     # -- the build's sessions ---------------------------------------------------------------------
 
     def stored(self, docname: str) -> tuple[dict[str, SessionRecord], bool]:
-        """The page's stored sessions by framework (none when execution is off), and whether its
-        file is damaged; what is wrong with it is reported, once."""
-        if self.config.execute == "off":
-            return {}, False
+        """The page's stored sessions by framework, and whether its file is damaged; what is
+        wrong with it is reported, once (not when execution is off: the store is not used then,
+        only reported on)."""
         problems: list[str] = []
         damaged = False
         try:
@@ -202,8 +198,9 @@ class Run:
         except StoreProblem as problem:
             problems.append(str(problem))
             records, damaged = {}, True
-        for problem in problems:
-            warn(problem, "store", location=docname)
+        if self.config.execute != "off":
+            for problem in problems:
+                warn(problem, "store", location=docname)
         return records, damaged
 
     def run(self) -> list[str]:
@@ -221,7 +218,9 @@ class Run:
             if session.docname not in pages:
                 pages[session.docname] = self.stored(session.docname)
             records, damaged = pages[session.docname]
-            stored = records.get(session.framework)
+            latest = records.get(session.framework)
+            # With execution off, the pages show their recorded outputs: nothing stored counts.
+            stored = latest if self.config.execute != "off" else None
             key = keys[session.docname][session.framework]
             decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
             self.report_decision(session, decision)
@@ -230,7 +229,7 @@ class Run:
                 continue
             problems = [Problem("kernel", session.cells[0].location(), decision.reason)] if decision.failed else []
             self.outcome.sessions[(session.docname, session.framework)] = session_outcome(
-                session, key, stored, "store" if stored else "recorded",
+                session, key, latest, "store" if stored else "recorded",
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
             if stored:
@@ -238,7 +237,7 @@ class Run:
             else:
                 self.outcome.skipped += 1
         if jobs:
-            self.execute(gpus, jobs, {id(job): keys[job.plan.docname][job.plan.framework] for job in jobs})
+            self.execute(gpus, jobs)
         return sorted(self.changed_pages)
 
     def report_decision(self, session: SessionPlan, decision: Decision) -> None:
@@ -267,6 +266,7 @@ class Run:
             output_limit=self.config.output_limit,
             # Kernel logs help debugging; they stay out of the published site.
             log_path=str(log),
+            run_id=self.state.run_id,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
@@ -278,7 +278,7 @@ class Run:
             self.config, gpus, processes.fork_server_for(self.config), processes.guard_for(self.config)
         )
 
-    def execute(self, gpus: list[GPU], jobs: list[SessionJob], keys: dict[int, str]) -> None:
+    def execute(self, gpus: list[GPU], jobs: list[SessionJob]) -> None:
         from livecells.execute.scheduler import run_async
 
         cluster_errors: tuple[type[Exception], ...] = ()
@@ -295,7 +295,7 @@ class Run:
 
         def on_done(job: SessionJob, record: SessionRecord) -> None:
             progress.finished_one(job.plan.name, record.status)
-            self.finished(job, record, keys[id(job)])
+            self.finished(job, record)
 
         try:
             with sigterm_as_interrupt():
@@ -306,10 +306,9 @@ class Run:
             progress.end()
             self.outcome.seconds += progress.elapsed()
 
-    def finished(self, job: SessionJob, record: SessionRecord, key: str) -> None:
+    def finished(self, job: SessionJob, record: SessionRecord) -> None:
         """A session came back: keep it, store it, warn about its problems."""
         plan = job.plan
-        record.run_id = self.state.run_id
         record, _ = repaired(record, self.config.output_limit)
         # The pages show this build's results from here, whether or not the store takes them.
         self.outcome.records[(plan.docname, plan.framework)] = record
@@ -320,11 +319,11 @@ class Run:
         self.changed_pages.add(plan.docname)
         problems = report_session(plan, record, self.config.allow_html)
         self.outcome.sessions[(plan.docname, plan.framework)] = session_outcome(
-            plan, key, record, "run", problems=problems
+            plan, job.key, record, "run", problems=problems
         )
         self.outcome.ran += 1
         self.outcome.failed += record.status == "failed"
-        self.outcome.unexpected_errors += sum(p.kind in {"error", "timeout", "crash"} for p in problems)
+        self.outcome.unexpected_errors += unexpected_errors(record, plan.cells)
 
 
 def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: Any = None, guard: Any = None) -> Scheduler:

@@ -23,7 +23,7 @@ def write_summary(directory: str | os.PathLike[str], sessions: list[SessionOutco
     """Write summary.json, junit.xml and report.txt into ``directory``."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"totals": totals, "sessions": [asdict(s) for s in sessions]}
+    data = {"totals": totals, "sessions": [summary_entry(s) for s in sessions]}
     (folder / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     (folder / "junit.xml").write_bytes(junit_xml(sessions, totals))
     lines = []
@@ -35,6 +35,25 @@ def write_summary(directory: str | os.PathLike[str], sessions: list[SessionOutco
             lines.append("")
     report = strip_controls("\n".join(lines)) or "no problems\n"
     (folder / "report.txt").write_text(report, encoding="utf-8", errors="backslashreplace")
+
+
+def summary_entry(session: SessionOutcome) -> dict[str, Any]:
+    """One session in summary.json: where its results came from, its status, the record the page
+    shows (none when its recorded outputs are shown), why it did not run, its problems."""
+    shown = session.origin != "recorded"
+    return {
+        "page": session.page,
+        "framework": session.framework,
+        "source": session.source,
+        "origin": session.origin,
+        "status": session.status,
+        "cells": session.record_cells if shown else 0,
+        "duration": session.duration if shown else None,
+        "device": session.device if shown else "",
+        "date": session.date if shown else "",
+        "reason": session.reason,
+        "problems": [asdict(problem) for problem in session.problems],
+    }
 
 
 def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:

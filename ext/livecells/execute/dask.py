@@ -21,6 +21,10 @@ of its own GPUs (those ``CUDA_VISIBLE_DEVICES`` pins for the worker process). CP
 Faults: a session whose worker dies is started once more elsewhere; if that worker dies too, the
 session is reported as a crash. Cancelling :meth:`DaskScheduler.run` (Ctrl-C) cancels the
 cluster's tasks, and a cancelled task stops its kernel.
+
+Its size (about 500 lines) is the client side of one protocol: connecting and checking the
+cluster, one task per session with its resources, retries after a lost worker, cancellation,
+and the records of sessions that could not run; the worker side is :mod:`.dask_worker`.
 """
 
 from __future__ import annotations

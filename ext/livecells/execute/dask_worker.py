@@ -14,6 +14,9 @@ kernels when the worker closes. Templates import only while none of the worker's
 nothing runs beside a timed cell, also on a worker with several threads.
 
 This module imports ``distributed`` (a worker has it) and never Sphinx.
+
+Its size (about 410 lines) is what one worker process owns for its life: its devices, its fork
+server and guard, the plugin that starts and ends them, and the task of one session.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class OutputCollector:
     """Turns iopub messages into nbformat-style outputs, the way a notebook front end shows them.
 
     Every message costs time in proportion to its own size (never to the cell's output so far):
-    a stream's text is kept as JupyterLab keeps it (:class:`~.streams.StreamText`, carriage
+    a stream's text is kept as JupyterLab keeps it (:class:`~livecells.model.streams.StreamText`, carriage
     returns and backspaces applied as it arrives), and stored as JupyterLab would save it.
     Floods stay small: each stream name keeps at most ``limit`` characters (in as many outputs as
     the kernel interleaved stdout and stderr), a cell at most :data:`MAX_OUTPUTS` displays (its

@@ -44,6 +44,7 @@ class SessionJob:
     default_timeout: float
     output_limit: int
     log_path: str | None = None
+    run_id: str = ""  # the build's: every record says which build made it
 
     @property
     def weight(self) -> int:
@@ -296,6 +297,7 @@ def session_record(
         message=message,
         duration=round(duration, 4),
         cells=cells,
+        run_id=job.run_id,
         provenance=Provenance(
             date=now_iso(),
             host=probe.get("host") or socket.gethostname(),

@@ -8,15 +8,10 @@ one cell as those sessions see it. Nothing here knows Sphinx: a Dask worker unpi
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-#: Bumped when the way a session is executed changes what it would produce.
-KEY_VERSION = 1
-
 
 @dataclass(frozen=True)
 class CellPlan:
@@ -30,7 +25,6 @@ class CellPlan:
     timeout: float | None = None
     raises: tuple[str, ...] | None = None
     stderr: str = "show"
-    is_all: bool = False
     #: The file the cell is written in (an ``include``d one, say); "" = the page's own.
     source: str = ""
     #: The expressions of the ``only`` directives around the cell: it runs only in builds whose
@@ -118,14 +112,3 @@ class SessionPlan:
     @property
     def name(self) -> str:
         return f"{self.docname} [{self.framework}]"
-
-    def code_key(self, depends_digest: str) -> str:
-        """Hash of what decides this session's results, besides the machine: its cells' code in
-        order (with the options that change execution) and the page's ``:depends:`` files."""
-        digest = hashlib.sha256()
-        header = {"v": KEY_VERSION, "framework": self.framework, "depends": depends_digest}
-        digest.update(json.dumps(header, sort_keys=True).encode())
-        for cell in self.cells:
-            digest.update(json.dumps([cell.code, cell.timeout]).encode())
-            digest.update(b"\0")
-        return digest.hexdigest()

@@ -3,7 +3,7 @@
 :class:`SessionRecord` is one executed (page, framework) session: a :class:`CellRecord` per cell
 (its Jupyter outputs, run time, status) and where, when and on what it ran
 (:class:`Provenance`). The execute stage makes them; the store keeps them (it alone turns them
-into JSON and back, :mod:`livecells.store.schema`); render shows them.
+into JSON and back, :mod:`livecells.store.records`); render shows them.
 
 :class:`SessionOutcome` is what this build did with a session (run it, took it from the store,
 or did not run it, and why); :class:`BuildOutcome` holds them all, with this build's records.
@@ -30,8 +30,6 @@ _CELL_FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")
 
 #: A cell's status: it ran cleanly, raised, ran past its timeout, its kernel died, or it did not run.
 CELL_STATUSES = ("ok", "error", "timeout", "died", "not-run")
-#: A session's status; ``failed``: the kernel could not be started or the session not run at all.
-SESSION_STATUSES = ("ok", "error", "timeout", "crashed", "failed")
 
 
 @dataclass
@@ -75,12 +73,13 @@ class CellRecord:
         return found
 
     def unexpected(self, plan: CellPlan | None = None) -> bool:
-        """Whether the cell did not run cleanly, less an error its ``:raises:`` expects (the
-        plan's, when there is one; else what the run was told)."""
-        if self.status == "ok":
-            return False
-        if self.status != "error":
+        """Whether the cell failed: it raised an error its ``:raises:`` does not expect (the
+        plan's, when there is one; else what the run was told), ran past its timeout, or its
+        kernel died in it. A cell that did not run is no error of its own: what stopped it is."""
+        if self.status in {"timeout", "died"}:
             return True
+        if self.status != "error":
+            return False
         return not (plan.expects(self.ename) if plan is not None else self.expected)
 
 
@@ -141,8 +140,9 @@ def current_cells(plan_cells: Sequence[CellPlan], record: SessionRecord | None) 
 
 
 def unexpected_errors(record: SessionRecord, plan_cells: Sequence[CellPlan] | None = None) -> int:
-    """The record's cells that did not run cleanly, less the errors their ``:raises:`` expects
-    (the cells' plans' now, or, without plans, what the run was told: the command line)."""
+    """The record's cells that failed (see :meth:`CellRecord.unexpected`; the cells' plans'
+    ``:raises:`` now, or, without plans, what the run was told: the command line). The one count
+    of cell errors: the build's total, ``livecells_raise_on_error``, the report and the CLI."""
     by_index = {c.index: c for c in plan_cells or ()}
     return sum(cell.unexpected(by_index.get(cell.index)) for cell in record.cells)
 
@@ -157,10 +157,6 @@ class Problem:
     traceback: str = ""
 
 
-#: Where a session's results come from in this build.
-ORIGINS = ("run", "store", "recorded")
-
-
 @dataclass
 class SessionOutcome:
     """What this build did with one (page, framework) session, and what the pages show of it."""
@@ -168,23 +164,29 @@ class SessionOutcome:
     page: str
     framework: str
     source: str
-    origin: str  # "run" (this build), "store" or "recorded" (not run: the page's own outputs)
-    status: str  # the record's status, or "not-run" when there is no record
+    #: Where the page's results come from: "run" (this build), "store", or "recorded" (none
+    #: shown: the page's own recorded outputs, if any).
+    origin: str
+    #: This build's verdict: the shown record's status; "failed" when the session could not run
+    #: here (its framework has no usable kernel: an error for CI); else "not-run".
+    status: str
     cells: int = 0  # the session's cells now
-    #: Cells whose result is shown (see current_cells); fewer than ``cells`` when stale.
+    #: Cells whose result the page shows (see current_cells); fewer than ``cells`` when stale.
     current: int = 0
-    stale: bool = False  # the record was made for other code or :depends: files than now
-    errors: int = 0  # cells that did not run cleanly, less those :raises: expects
+    reason: str = ""  # why it did not run in this build, if it did not
+    store_damaged: bool = False  # the page's store file could not be read
+    problems: list[Problem] = field(default_factory=list)
+    # The latest record of the session (this build's, else the store's), shown or not: what the
+    # report says of it ("how its cells last ran").
+    record_status: str = ""  # "" when there is none
+    record_cells: int = 0
+    stale: bool = False  # it was made for other code or :depends: files than the page has now
+    errors: int = 0  # its cells that failed (unexpected_errors)
     duration: float | None = None
-    seconds: float | None = None  # the cells' run time, summed
+    seconds: float | None = None  # its cells' run time, summed
     device: str = ""
     date: str = ""
     host: str = ""
-    reason: str = ""  # why it did not run in this build, if it did not
-    #: The session could not run here (its framework has no kernel, say): an error for CI.
-    failed: bool = False
-    store_damaged: bool = False  # the page's store file could not be read
-    problems: list[Problem] = field(default_factory=list)
 
 
 @dataclass
@@ -222,7 +224,11 @@ class BuildOutcome:
         return {fw: record for (name, fw), record in self.records.items() if name == page}
 
 
+#: The build environment's attribute that holds the build's outcome.
+OUTCOME_ATTRIBUTE = "livecells_outcome"
+
+
 def outcome_of(env: Any) -> BuildOutcome:
     """The outcome the build keeps on its environment (an empty one before any build ran)."""
-    found = getattr(env, "livecells_outcome", None)
+    found = getattr(env, OUTCOME_ATTRIBUTE, None)
     return found if isinstance(found, BuildOutcome) else BuildOutcome()

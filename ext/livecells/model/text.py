@@ -13,7 +13,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # Every C0 control but tab and newline, DEL, and every C1 control (0x9b is an 8-bit CSI).
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _CSS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-#: Terminal escape sequences (see :mod:`.ansi`). CSI: ESC [ parameter bytes (0x30-0x3f)
+#: Terminal escape sequences (see :mod:`livecells.render.ansi`). CSI: ESC [ parameter bytes (0x30-0x3f)
 #: intermediate bytes (0x20-0x2f) final byte (0x40-0x7e). OSC, DCS, SOS, PM, APC: ESC ] (or P X
 #: ^ _) ... up to BEL or ESC \ (or the end of the text). Others: ESC, intermediates, a final byte.
 #: The 8-bit forms too (a kernel's text is Unicode, so they arrive as U+0080-U+009F): CSI 0x9b,

@@ -10,13 +10,29 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
-from livecells.model.plans import PagePlan
+from livecells.model.plans import PagePlan, SessionPlan
+
+#: Bumped when the way a session is executed changes what it would produce.
+KEY_VERSION = 1
+
+
+def session_key(session: SessionPlan, depends_digest: str) -> str:
+    """Hash of what decides a session's results, besides the machine: its cells' code in order
+    (with the options that change execution) and the page's ``:depends:`` files."""
+    digest = hashlib.sha256()
+    header = {"v": KEY_VERSION, "framework": session.framework, "depends": depends_digest}
+    digest.update(json.dumps(header, sort_keys=True).encode())
+    for cell in session.cells:
+        digest.update(json.dumps([cell.code, cell.timeout]).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 #: Per file: (size, mtime_ns, ctime_ns, inode) and the content's digest, kept in the build
 #: environment so that an unchanged (perhaps huge) dependency is not read again each build.
@@ -87,4 +103,4 @@ def session_keys(
     digest, unmatched = depends_digest(page, hashes)
     if book:
         digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
-    return {s.framework: s.code_key(digest) for s in page.sessions(order, tags)}, unmatched
+    return {s.framework: session_key(s, digest) for s in page.sessions(order, tags)}, unmatched

@@ -55,7 +55,6 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 timeout=cell.get("timeout"),
                 raises=None if raises is None else tuple(raises),
                 stderr=cell.get("stderr", "show"),
-                is_all=is_all,
                 source=cell.source or str(source),
                 only=tuple(reversed(only)),
             )

@@ -21,6 +21,7 @@ from sphinx.application import Sphinx
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.images import guess_mimetype
+from sphinx_design.shared import create_component
 
 from livecells.config import app_of, get_config
 from livecells.model.mime import IMAGE_TYPES
@@ -32,7 +33,6 @@ from livecells.render.outputs import Outputs, note
 from livecells.render.results import format_seconds, groups_by_page, matched_results, page_records
 
 logger = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -67,16 +67,21 @@ class RenderLiveCells(SphinxPostTransform):
             self.outputs = Outputs(_app(self).builder, self.config_, self.env.docname)
             # The page's store file is read and matched once, for the page and its notebooks.
             sessions = page_records(self.outcome, docname) if plan is not None else {}
-            matched = matched_results(plan, sessions, _app(self).tags) if plan is not None else {}
+            matched = matched_results(plan, self.outcome, sessions, _app(self).tags) if plan is not None else {}
             self.shown = {
-                key: Shown("live" if session.run_id == self.outcome.run_id else "stored", result, session)
-                for key, (result, session) in matched.items()
+                (index, fw): Shown(self._source(docname, fw), result, session)
+                for (index, fw), (result, session) in matched.items()
             }
             links = download_links(_app(self), root, docname, sessions, matched)
             if links is not None:
                 page_groups[0].parent.insert(page_groups[0].parent.index(page_groups[0]), links)
             for group in page_groups:
                 group.replace_self(self._render_group(group))
+
+    def _source(self, docname: str, framework: str) -> str:
+        """"live" (run in this build) or "stored", as the build's outcome says."""
+        session = self.outcome.session(docname, framework)
+        return "live" if session is not None and session.origin == "run" else "stored"
 
     # -- structure -----------------------------------------------------------------------------
 
@@ -132,22 +137,27 @@ class RenderLiveCells(SphinxPostTransform):
                     if framework in self._frameworks_of(member):
                         out.extend(self._render_member(member, framework))
             return out
-        tab_set = _component("tab-set", classes=["sd-tab-set", "livecells-tabs"])
+        tab_set = _tab_set()
         tab_set.source, tab_set.line = group.source, group.line
         for framework in present:
-            spec = self.config_.frameworks[framework]
-            content = _component("tab-content", classes=["sd-tab-content"])
+            children: list[nodes.Node] = []
             for member in members:
                 if framework in self._frameworks_of(member):
-                    content.extend(self._render_member(member, framework))
-            label = nodes.rubric(spec.label, spec.label, classes=["sd-tab-label"])
-            label["sync_id"] = framework
-            label["sync_group"] = "framework"
-            item = _component("tab-item", classes=["sd-tab-item"], children=[label, content])
+                    children.extend(self._render_member(member, framework))
+            item = self._tab_item(framework, children)
             item.source, item.line = group.source, group.line
             tab_set += item
         # Targets (:name:) stay reachable: sphinx-design keeps non-item children of a tab set.
         return [tab_set]
+
+    def _tab_item(self, framework: str, children: Sequence[nodes.Node]) -> nodes.container:
+        """One framework's tab, as sphinx-design's tab transform reads it (synced by framework)."""
+        label_text = self.config_.frameworks[framework].label
+        label = nodes.rubric(label_text, label_text, classes=["sd-tab-label"])
+        label["sync_id"] = framework
+        label["sync_group"] = "framework"
+        content = create_component("tab-content", classes=["sd-tab-content"], children=children)
+        return create_component("tab-item", classes=["sd-tab-item"], children=[label, content])
 
     def _render_text(self, text: live_text, framework: str) -> nodes.container:
         """The prose itself the first time (its labels and equations stay where references
@@ -205,17 +215,10 @@ class RenderLiveCells(SphinxPostTransform):
                 box.extend(self._fit_recorded(self._outputs(cell, shown.get(first, Shown("none")), first)))
             else:
                 # The frameworks disagree: show each one's output, in synced tabs.
-                tab_set = _component("tab-set", classes=["sd-tab-set", "livecells-tabs"])
+                tab_set = _tab_set()
                 for framework in frameworks:
-                    spec = self.config_.frameworks[framework]
-                    content = _component(
-                        "tab-content", classes=["sd-tab-content"],
-                        children=self._fit_recorded(self._outputs(cell, shown[framework], framework)),
-                    )
-                    label = nodes.rubric(spec.label, spec.label, classes=["sd-tab-label"])
-                    label["sync_id"] = framework
-                    label["sync_group"] = "framework"
-                    tab_set += _component("tab-item", classes=["sd-tab-item"], children=[label, content])
+                    outputs = self._fit_recorded(self._outputs(cell, shown[framework], framework))
+                    tab_set += self._tab_item(framework, outputs)
                 box += tab_set
         for framework in frameworks:
             meta = self._meta_line(cell, shown[framework], framework, prefix=len(frameworks) > 1)
@@ -341,10 +344,8 @@ def _signature(result: CellRecord | None) -> str:
     return repr(kept)
 
 
-def _component(name: str, classes: Sequence[str] = (), children: Sequence[nodes.Node] = ()) -> nodes.container:
-    node = nodes.container("", is_div=True, design_component=name, classes=list(classes))
-    node.extend(children)
-    return node
+def _tab_set() -> nodes.container:
+    return create_component("tab-set", classes=["sd-tab-set", "livecells-tabs"])
 
 
 def setup_render(app: Sphinx) -> None:

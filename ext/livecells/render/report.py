@@ -71,7 +71,7 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
     outcome = outcome_of(app.env)
     rows = []
     for session in sorted(outcome.sessions.values(), key=lambda s: (s.page, _order(app, s.framework))):
-        if session.origin == "recorded" or session.status == "not-run":
+        if not session.record_status:
             status = "store damaged" if session.store_damaged else "not run"
             rows.append(ReportRow(session.page, session.framework, status, session.cells, 0, None))
             continue
@@ -79,7 +79,7 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
             ReportRow(
                 docname=session.page,
                 framework=session.framework,
-                status=_shown(session.status),
+                status=_shown(session.record_status),
                 cells=session.cells,
                 errors=session.errors,
                 seconds=session.seconds,
@@ -173,10 +173,9 @@ class RenderLiveReport(SphinxPostTransform):
         rows = report_rows(app)
         labels = {name: spec.label for name, spec in config.frameworks.items()}
         titles = {d: t.astext() for d, t in self.env.titles.items()}
+        summary = summary_line(rows, outcome_of(self.env).execute)
         for placeholder in placeholders:
-            out: list[nodes.Node] = [
-                nodes.paragraph("", summary_line(rows, config.execute), classes=["livecells-report-summary"])
-            ]
+            out: list[nodes.Node] = [nodes.paragraph("", summary, classes=["livecells-report-summary"])]
             if rows:
                 out.append(self._table(app, rows, labels, titles))
                 if app.builder.format == "html" and any(r.seconds is not None for r in rows):
@@ -274,8 +273,6 @@ def _row(cells: list[nodes.Node]) -> nodes.row:
     return row
 
 
-
-
 def _skip(self: Any, node: nodes.Node) -> None:
     raise nodes.SkipNode
 
@@ -285,6 +282,6 @@ def setup_report(app: Sphinx) -> None:
     skip = (_skip, None)
     app.add_node(live_report, html=skip, latex=skip, text=skip, man=skip, texinfo=skip)
     app.add_env_collector(ReportCollector)
-    # After the pipeline's handler (priority 500) has run this build's sessions.
+    # After the build's handler (livecells.build.events, priority 500) has run this build's sessions.
     app.connect("env-updated", on_env_updated, priority=600)
     app.add_post_transform(RenderLiveReport)

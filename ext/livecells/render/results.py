@@ -3,8 +3,11 @@
 The build's outcome (:class:`~livecells.model.records.BuildOutcome`, on the environment) says
 where each session's results come from: this build's run (kept in memory, so that a store that
 cannot be written does not empty the pages whose cells ran), the store, or nowhere. A stored
-result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_cells`:
-state flows down a session, so a change in cell 3 leaves cells 1-2 valid and drops 3 onwards.
+result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_cells`
+(state flows down a session, so a change in cell 3 leaves cells 1-2 valid and drops 3 onwards),
+which the build applied: the outcome says how many of each session's cells the page shows. The
+records themselves are read here, once per page: the outcome does not hold every output of the
+book in memory.
 Shared by :mod:`.cells` and :mod:`.notebooks`, so that a notebook holds exactly the outputs the
 page shows.
 """
@@ -18,7 +21,7 @@ from docutils import nodes
 from sphinx import addnodes
 
 from livecells.model.plans import PagePlan
-from livecells.model.records import BuildOutcome, CellRecord, SessionRecord, current_cells
+from livecells.model.records import BuildOutcome, CellRecord, SessionRecord
 from livecells.store import OutputStore, StoreProblem
 
 #: (cell index, framework) -> (the cell's result, its session's record)
@@ -41,15 +44,19 @@ def page_records(outcome: BuildOutcome, docname: str) -> dict[str, SessionRecord
     return records
 
 
-def matched_results(plan: PagePlan, sessions: Mapping[str, SessionRecord], tags: Any = None) -> Matched:
-    """Each (cell, framework)'s result, while it still belongs to its cell (see current_cells)."""
+def matched_results(
+    plan: PagePlan, outcome: BuildOutcome, sessions: Mapping[str, SessionRecord], tags: Any = None
+) -> Matched:
+    """Each (cell, framework)'s result: the first cells of each session the build's outcome says
+    the page shows (``SessionOutcome.current``, by the one staleness rule)."""
     matched: Matched = {}
     for framework in plan.frameworks:
         record = sessions.get(framework)
-        if record is None:
+        session = outcome.session(plan.docname, framework)
+        if record is None or session is None:
             continue
         cells = plan.session(framework, tags).cells
-        for cell, result in zip(cells[: current_cells(cells, record)], record.cells):
+        for cell, result in zip(cells[: session.current], record.cells):
             matched[(cell.index, framework)] = (result, record)
     return matched
 
