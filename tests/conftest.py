@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import jinja2
 import psutil
 import pytest
 
@@ -36,3 +37,38 @@ def no_kernel_left():
     yield
     left = kernel_processes()
     assert not left, f"kernels left running: {[p.pid for p in left]}"
+
+
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """Jinja's bytecode cache, in memory: each test build compiles the theme's templates anew
+    (a second of a small build's 1.5 s); this process compiles each once. Jinja checks each
+    template's source against the checksum it was compiled from."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        code = self.codes.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self.codes[bucket.key] = bucket.bytecode_to_string()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compile_templates_once():
+    from sphinx.jinja2glue import BuiltinTemplateLoader
+
+    caches: dict[tuple, _CompiledTemplates] = {}  # by what the compiled code depends on
+    original = BuiltinTemplateLoader.init
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        env = self.environment
+        settings = (tuple(sorted(env.extensions)), env.autoescape, env.block_start_string, env.variable_start_string)
+        env.bytecode_cache = caches.setdefault(settings, _CompiledTemplates())
+
+    BuiltinTemplateLoader.init = init
+    yield
+    BuiltinTemplateLoader.init = original
