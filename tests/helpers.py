@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from io import StringIO
 from pathlib import Path
@@ -9,6 +10,15 @@ from typing import Any
 
 from bs4 import BeautifulSoup
 from sphinx.testing.util import SphinxTestApp
+
+
+def d2l_corpus() -> Path | None:
+    """Real d2lbook output (see its README): ``LIVECELLS_D2L_CORPUS``, or ``shared/d2l-corpus``
+    beside the checkout (from a git worktree one level down, ``../../shared``); None if absent."""
+    root = Path(__file__).resolve().parents[1]
+    candidates = [os.environ.get("LIVECELLS_D2L_CORPUS", "")]
+    candidates += [str(base / "shared" / "d2l-corpus") for base in (root.parent, root.parent.parent)]
+    return next((Path(c) for c in candidates if c and (Path(c) / "README.md").is_file()), None)
 
 
 def soup(path: Path) -> BeautifulSoup:
