@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import build_site
+from helpers import FakeKernels, build_site
 
 # Starts the members of the class "a process that leaves its kernel's group or session": a
 # double-forked setsid daemon, a child that ignores SIGTERM, one in its own process group and one
@@ -346,17 +346,19 @@ def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootd
     )
     (src / "d2l").mkdir()
     (src / "d2l" / "torch.py").write_text("VERSION = 1\n")
-    app, warnings = build_site(src)
-    assert app.livecells_state.ran == 3  # index, page1, page2
+    kernels = FakeKernels()  # what runs is the subject, not how
+    every = [("index", "alpha"), ("page1", "alpha"), ("page2", "alpha")]
+    app, warnings = build_site(src, kernels=kernels)
+    assert app.livecells_state.ran == 3 and kernels.take() == every
     line = (src / "conf.py").read_text().splitlines().index(BOOK_CONF.strip()) + 1
     assert f"conf.py:{line}: WARNING: livecells_depends: 'nothing/*.txt' matches no file" in warnings
-    app, _ = build_site(src)
-    assert app.livecells_state.ran == 0  # unchanged: nothing runs
+    app, _ = build_site(src, kernels=kernels)
+    assert app.livecells_state.ran == 0 and kernels.take() == []  # unchanged: nothing runs
     (src / "d2l" / "torch.py").write_text("VERSION = 2\n")
-    app, _ = build_site(src)
-    assert app.livecells_state.ran == 3  # every page
-    app, _ = build_site(src)
-    assert app.livecells_state.ran == 0
+    app, _ = build_site(src, kernels=kernels)
+    assert kernels.take() == every  # every page
+    app, _ = build_site(src, kernels=kernels)
+    assert app.livecells_state.ran == 0 and kernels.take() == []
 
 
 # --- Class 6: every cell is located in its own file, and runs only where it is shown ----------
@@ -405,7 +407,9 @@ def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, 
     src = site(tmp_path, rootdir, {"page1.rst": LOCATED})
     (src / "part.txt").write_text(PART)
     page = (src / "page1.rst").read_text()
-    app, warnings = build_site(src, builder)
+    # Where a cell is, and whether it is run, is the subject: its sessions run on FakeKernels
+    # (test_core locates a real kernel's error).
+    app, warnings = build_site(src, builder, kernels=FakeKernels())
     assert f"part.txt:{line_of(PART, 'ValueError')}: WARNING: live-cell [alpha]: ValueError" in warnings
     assert f"page1.rst:{line_of(page, 'KeyError')}: WARNING: live-cell [alpha]: KeyError" in warnings
     assert f"page1.rst:{line_of(page, 'OSError')}: WARNING: live-cell [alpha]: OSError" in warnings
