@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import IPython.display
 from bs4 import BeautifulSoup
+from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
 
 
@@ -70,13 +73,17 @@ def build_site(
 # -- a scheduler without kernels, for the tests whose subject is policy --------------------------
 
 
+_FORMATTER = DisplayFormatter()
+
+
 class InProcessSession:
     """A kernel session without a kernel, for :class:`LocalScheduler` (its ``session_class``).
 
     Each cell's code is executed in this process, in a namespace of the session's own, in the
     page's folder; what it prints, its last expression's value, what it ``display()`` s and its
-    exception reach livecells' real :class:`OutputCollector`, and :func:`run_session` makes the
-    record, as for a kernel. Not a kernel: no timeouts, no fd-level output, no IPython magics.
+    exception reach livecells' real :class:`OutputCollector` (values and displays as IPython's
+    formatter makes their MIME bundles), and :func:`run_session` makes the record, as for a
+    kernel. Not a kernel: no timeouts, no fd-level output, no magics, no matplotlib figures.
     """
 
     def __init__(self, framework: Any, *, cwd: Any, devices: Any = None, output_limit: int = 100_000, **_: Any):
@@ -120,19 +127,25 @@ class InProcessSession:
             def flush(self) -> None:
                 pass
 
+        def bundle(obj: Any, raw: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+            """The MIME bundle IPython makes of ``obj``, with binary data in base64 as a kernel sends it."""
+            data, metadata = (dict(obj), {}) if raw else _FORMATTER.format(obj)
+            data = {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in data.items()}
+            return data, metadata
+
         def display(*objs: Any, raw: bool = False, **_: Any) -> None:
             for obj in objs:
-                data = dict(obj) if raw else {"text/plain": repr(obj)}
-                if not raw and hasattr(obj, "_repr_html_"):
-                    data["text/html"] = obj._repr_html_()
-                collector.handle("display_data", {"data": data, "metadata": {}})
+                data, metadata = bundle(obj, raw)
+                collector.handle("display_data", {"data": data, "metadata": metadata})
 
         self.namespace["display"] = display
         started = time.perf_counter()
         status = "ok"
         here = os.getcwd()
+        ipython_display = IPython.display.display
         try:
             os.chdir(self.cwd)
+            IPython.display.display = display  # what ``from IPython.display import display`` gets
             with contextlib.redirect_stdout(Stream("stdout")), contextlib.redirect_stderr(Stream("stderr")):
                 tree = ast.parse(code, filename)
                 tail = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -140,8 +153,10 @@ class InProcessSession:
                 if tail is not None:
                     value = eval(compile(ast.Expression(tail.value), filename, "eval"), self.namespace)
                     if value is not None:
-                        data = {"text/plain": repr(value)}
-                        collector.handle("execute_result", {"data": data, "metadata": {}, "execution_count": self.count})
+                        data, metadata = bundle(value)
+                        collector.handle(
+                            "execute_result", {"data": data, "metadata": metadata, "execution_count": self.count}
+                        )
         except BaseException as err:  # noqa: BLE001 - a cell's error, as a kernel reports it
             status = "error"
             frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == filename]
@@ -154,6 +169,7 @@ class InProcessSession:
             })
         finally:
             os.chdir(here)
+            IPython.display.display = ipython_display
         return CellResult(
             status=status,
             outputs=collector.outputs,

@@ -20,7 +20,7 @@ from sphinx.errors import ExtensionError
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import build_site, cell_with, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, outputs, soup
 
 pytestmark = pytest.mark.slow
 
@@ -171,12 +171,14 @@ def test_no_kernel_outlives_the_bad_build(bad):
     assert bad["kernels_left"] == []
 
 
-def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir, no_kernel_left):
+def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir):
     src = tmp_path / "src"
     shutil.copytree(rootdir / "test-fast", src)
     with open(src / "index.rst", "a") as page:
         page.write("\n.. live-cell:: alpha\n\n   raise RuntimeError('boom')\n")
-    app = SphinxTestApp("html", srcdir=src, confoverrides={"livecells_raise_on_error": True}, warning=StringIO())
+    overrides = {"livecells_raise_on_error": True, "livecells_fork_kernels": False}
+    app = SphinxTestApp("html", srcdir=src, confoverrides=overrides, warning=StringIO())
+    app.livecells_scheduler_factory = FakeKernels()  # the build's policy is the subject
     try:
         with pytest.raises(ExtensionError, match="1 cell error"):
             app.build()
