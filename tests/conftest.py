@@ -113,3 +113,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(root(names[0]).replace("::", ".")))
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under ``-q`` (``make test``), pytest-xdist's "bringing up nodes..." lines are left out."""
+    config = session.config
+    dsession = config.pluginmanager.getplugin("dsession")
+    if dsession is not None and config.option.verbose < 0:
+        config.pluginmanager.unregister(name="terminaldistreporter")
+        dsession.terminal = None
