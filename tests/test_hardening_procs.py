@@ -140,18 +140,25 @@ LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, rootdir, fork, signum):
-    """kill -9 included; Ctrl-C and SIGTERM also end the build within 2 s."""
-    src = site(tmp_path, rootdir, {"page1.rst": cell(LONG)})
+    """kill -9 included; Ctrl-C and SIGTERM also end the build within 2 s. What finished before
+    is stored (page0 runs first: it has the most cells), and nothing of the session cut short."""
+    quick = cell("print('quick one')") + cell("print('quick two')")
+    src = site(tmp_path, rootdir, {"page0.rst": quick, "page1.rst": cell(LONG)})
     proc = spawn_build(src, "-D", f"livecells_fork_kernels={int(fork)}")
     wait_for(src / "started", proc)
     everything = [p.pid for p in livecells_children(proc.pid)]
     pids = read_pids(src / "pids.txt")
     assert pids[0] in everything  # the kernel
+    assert bool(templates_of(proc.pid)) == fork  # forked from a template, or launched
     started = time.monotonic()
     proc.send_signal(signum)
     proc.communicate(timeout=30)
     assert time.monotonic() - started < 2.0
+    assert proc.returncode != 0
     assert survivors(pids + everything) == []
+    stored = json.loads((src / "_livecells" / "page0.json").read_text())
+    assert stored["sessions"]["alpha"]["status"] == "ok"
+    assert not (src / "_livecells" / "page1.json").exists()
 
 
 SLOW_MODULE = "import time\ntime.sleep(60)\n"
