@@ -113,6 +113,15 @@ def test_fake_kernels_give_what_real_kernels_give(tmp_path, rootdir, no_kernel_l
             else:
                 assert str(one) == str(two)
 
+    # An edit re-runs that session only, on real kernels as on fake ones.
+    for src, kernels in ((real, None), (fake_src, kernels)):
+        other = src / "other.rst"
+        other.write_text(other.read_text().replace('print("other beta")', 'print("other beta, edited")'))
+        state, _, app = build(src, kernels)
+        assert (state.ran, state.cached) == (1, 3)
+        assert "other beta, edited" in outputs(cell_with(page(app, "other"), "other beta"))
+    assert kernels.take() == [("other", "beta")]
+
 
 def test_rebuilds_run_only_what_changed(site, fake):
     state, _, app = build(site, fake)
