@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -117,21 +118,16 @@ def livecells_children(pid: int) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
-def test_daemons_that_left_the_group_end_with_the_session(tmp_path, rootdir, fork):
-    src = site(tmp_path, rootdir, {"page1.rst": cell(FAMILY) + cell("print('after')")})
+def test_daemons_end_with_their_session_whether_it_ends_or_its_kernel_dies(tmp_path, rootdir, fork):
+    """page1's session ends normally, page2's kernel is killed: both families end with them."""
+    dies = FAMILY.replace('"pids.txt"', '"pids-died.txt"') + "os.kill(os.getpid(), 9)\n"
+    pages = {"page1.rst": cell(FAMILY) + cell("print('after')"), "page2.rst": cell(dies)}
+    src = site(tmp_path, rootdir, pages)
     app, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
-    pids = read_pids(src / "pids.txt")
-    assert survivors(pids) == [], warnings
+    assert survivors(read_pids(src / "pids.txt")) == [], warnings
     assert "after" in (app.outdir / "page1.html").read_text()
-
-
-@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
-def test_a_kernel_that_dies_takes_its_daemons_with_it(tmp_path, rootdir, fork):
-    code = FAMILY + "os.kill(os.getpid(), 9)\n"
-    src = site(tmp_path, rootdir, {"page1.rst": cell(code)})
-    _, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
-    assert "SIGKILL" in warnings
-    assert survivors(read_pids(src / "pids.txt")) == []
+    assert re.search(r"page2\.rst:\d+: WARNING: .*SIGKILL", warnings), warnings
+    assert survivors(read_pids(src / "pids-died.txt")) == []
 
 
 LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
