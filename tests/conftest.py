@@ -75,12 +75,12 @@ def _compile_templates_once():
 
 
 #: Modules whose shared builds take longest (real torch, mxnet, timeouts): collected first, so that
-#: with pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``) they start first and the
-#: short tests fill the other workers around them.
+#: with pytest-xdist (``make test`` runs ``-n auto --dist loadgroup --no-loadscope-reorder``, which
+#: hands out work in this order) they start first and the short tests fill in around them.
 LONGEST_FIRST = (
     "test_oracle.py", "test_d2l_book.py", "test_reliability.py", "test_markdown.py",
-    "test_hardening_procs.py", "test_dask.py", "test_forkserver.py", "test_book.py",
-    "test_browser.py", "test_d2l_helpers.py", "test_core.py",
+    "test_core.py", "test_dask.py", "test_forkserver.py", "test_hardening_procs.py",
+    "test_browser.py", "test_d2l_helpers.py",
 )
 
 
