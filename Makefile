@@ -22,7 +22,7 @@ docs: $(STAMP)
 	$(BIN)/sphinx-build -b html -c . $(SPHINXOPTS) docs _build/html
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -n auto --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 pdf: $(STAMP)
 	$(BIN)/sphinx-build -M latexpdf docs _build -c . $(SPHINXOPTS)

@@ -41,7 +41,7 @@ def no_kernel_left():
 
 class _CompiledTemplates(jinja2.BytecodeCache):
     """Jinja's bytecode cache, in memory: each test build compiles the theme's templates anew
-    (a second of a small build's 1.5 s); this process compiles each once. Jinja checks each
+    (a third of a small build's time); this process compiles each once. Jinja checks each
     template's source against the checksum it was compiled from."""
 
     def __init__(self) -> None:
@@ -74,43 +74,18 @@ def _compile_templates_once():
     BuiltinTemplateLoader.init = original
 
 
-#: Modules whose shared builds take longest (real torch, mxnet, timeouts): collected first, so that
-#: with pytest-xdist (``make test`` runs ``-n auto --dist loadgroup --no-loadscope-reorder``, which
-#: hands out work in this order) they start first and the short tests fill in around them.
+#: Modules whose shared builds take longest (real torch, mxnet, timeouts): collected first. ``make
+#: test`` runs pytest-xdist with ``--dist loadfile`` (a module's tests, and so its module-scoped
+#: builds, on one worker) and ``--no-loadscope-reorder`` (modules handed out in this order), so
+#: that they start first and the short modules fill in around them.
 LONGEST_FIRST = (
-    "test_oracle.py", "test_d2l_book.py", "test_reliability.py", "test_markdown.py",
-    "test_core.py", "test_dask.py", "test_forkserver.py", "test_hardening_procs.py",
-    "test_browser.py", "test_d2l_helpers.py",
+    "test_d2l_book.py", "test_oracle.py", "test_hardening_procs.py", "test_markdown.py",
+    "test_reliability.py", "test_dask.py", "test_forkserver.py", "test_hardening_data.py",
+    "test_core.py", "test_store.py", "test_browser.py", "test_d2l_helpers.py",
 )
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that share a module-scoped fixture (one build, read by many tests) form one
-    ``xdist_group``: one worker builds it once. Every other test may run on any worker."""
-    parent: dict[str, str] = {}  # union-find over "module::fixture"
-
-    def root(name: str) -> str:
-        while parent.setdefault(name, name) != name:
-            name = parent[name]
-        return name
-
-    shared: dict[pytest.Item, list[str]] = {}
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        names = [
-            f"{item.module.__name__}::{name}"
-            for name, defs in info.name2fixturedefs.items()
-            if defs and defs[-1].scope == "module" and defs[-1].func.__module__ == item.module.__name__
-        ]
-        for a, b in zip(names, names[1:]):
-            parent[root(a)] = root(b)
-        if names:
-            shared[item] = names
-    for item, names in shared.items():
-        item.add_marker(pytest.mark.xdist_group(root(names[0]).replace("::", ".")))
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
