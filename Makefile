@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check ext tests bench
 
 test: lint
-	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 pdf: $(STAMP)
 	$(BIN)/sphinx-build -M latexpdf docs _build -c . $(SPHINXOPTS)

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import IPython.display
 from bs4 import BeautifulSoup
+from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
+
+
+def d2l_corpus() -> Path | None:
+    """Real d2lbook output (see its README): ``LIVECELLS_D2L_CORPUS``, or ``shared/d2l-corpus``
+    beside the checkout (from a git worktree one level down, ``../../shared``); None if absent."""
+    root = Path(__file__).resolve().parents[1]
+    candidates = [os.environ.get("LIVECELLS_D2L_CORPUS", "")]
+    candidates += [str(base / "shared" / "d2l-corpus") for base in (root.parent, root.parent.parent)]
+    return next((Path(c) for c in candidates if c and (Path(c) / "README.md").is_file()), None)
 
 
 def soup(path: Path) -> BeautifulSoup:
@@ -36,15 +49,183 @@ def meta(cell) -> list[str]:
     return [p.get_text() for p in cell.select("p.livecells-meta")]
 
 
-def build_site(src: Path, builder: str = "html", **kwargs: Any) -> tuple[SphinxTestApp, str]:
+def build_site(
+    src: Path, builder: str = "html", *, kernels: FakeKernels | None = None, **kwargs: Any
+) -> tuple[SphinxTestApp, str]:
     """Build ``src`` with Sphinx's test app (kwargs go to it: confoverrides, freshenv, ...).
 
-    Returns the app, cleaned up, and its warnings with colour codes removed.
+    ``kernels``: a :class:`FakeKernels` that runs the sessions in place of kernels (and no fork
+    server is started). Returns the app, cleaned up, and its warnings with colour codes removed.
     """
     warnings = StringIO()
+    if kernels is not None:
+        kwargs["confoverrides"] = {"livecells_fork_kernels": False, **kwargs.get("confoverrides", {})}
     app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
+    if kernels is not None:
+        app.livecells_scheduler_factory = kernels  # type: ignore[attr-defined]
     try:
         app.build()
     finally:
         app.cleanup()
     return app, re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())
+
+
+# -- a scheduler without kernels, for the tests whose subject is policy --------------------------
+
+
+_FORMATTER = DisplayFormatter()
+
+
+class InProcessSession:
+    """A kernel session without a kernel, for :class:`LocalScheduler` (its ``session_class``).
+
+    Each cell's code is executed in this process, in a namespace of the session's own, in the
+    page's folder; what it prints, its last expression's value, what it ``display()`` s and its
+    exception reach livecells' real :class:`OutputCollector` (values and displays as IPython's
+    formatter makes their MIME bundles), and :func:`run_session` makes the record, as for a
+    kernel. Not a kernel: no timeouts, no fd-level output, no magics, no matplotlib figures.
+    """
+
+    def __init__(self, framework: Any, *, cwd: Any, devices: Any = None, output_limit: int = 100_000, **_: Any):
+        from livecells.execute.outputs import SessionDisplays
+
+        self.framework = framework
+        self.cwd = cwd
+        self.devices = devices or []
+        self.output_limit = output_limit
+        self.broken: str | None = None
+        self.kernelspec = {"name": framework.kernel, "display_name": "in-process (tests/helpers.py)"}
+        self.displays = SessionDisplays()
+        self.namespace: dict[str, Any] = {"__name__": "__main__"}
+        self.count = 0
+
+    async def start(self) -> None:
+        pass
+
+    async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> Any:
+        import ast
+        import contextlib
+        import os
+        import time
+        import traceback
+
+        from livecells.model.records import CellRecord
+        from livecells.execute.outputs import OutputCollector
+
+        self.count += 1
+        collector = OutputCollector(self.output_limit, self.displays)
+        filename = f"<cell {self.count}>"
+
+        class Stream:
+            def __init__(self, name: str) -> None:
+                self.name = name
+
+            def write(self, text: str) -> int:
+                collector.handle("stream", {"name": self.name, "text": text})
+                return len(text)
+
+            def flush(self) -> None:
+                pass
+
+        def bundle(obj: Any, raw: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+            """The MIME bundle IPython makes of ``obj``, with binary data in base64 as a kernel sends it."""
+            data, metadata = (dict(obj), {}) if raw else _FORMATTER.format(obj)
+            data = {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in data.items()}
+            return data, metadata
+
+        def display(*objs: Any, raw: bool = False, **_: Any) -> None:
+            for obj in objs:
+                data, metadata = bundle(obj, raw)
+                collector.handle("display_data", {"data": data, "metadata": metadata})
+
+        self.namespace["display"] = display
+        started = time.perf_counter()
+        status = "ok"
+        here = os.getcwd()
+        ipython_display = IPython.display.display
+        try:
+            os.chdir(self.cwd)
+            IPython.display.display = display  # what ``from IPython.display import display`` gets
+            with contextlib.redirect_stdout(Stream("stdout")), contextlib.redirect_stderr(Stream("stderr")):
+                tree = ast.parse(code, filename)
+                tail = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+                exec(compile(tree, filename, "exec"), self.namespace)
+                if tail is not None:
+                    value = eval(compile(ast.Expression(tail.value), filename, "eval"), self.namespace)
+                    if value is not None:
+                        data, metadata = bundle(value)
+                        collector.handle(
+                            "execute_result", {"data": data, "metadata": metadata, "execution_count": self.count}
+                        )
+        except BaseException as err:  # noqa: BLE001 - a cell's error, as a kernel reports it
+            status = "error"
+            frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename == filename]
+            lineno = frames[-1].lineno if frames else getattr(err, "lineno", None)
+            where = [f"Cell In[{self.count}], line {lineno}"] if lineno else []
+            collector.handle("error", {
+                "ename": type(err).__name__,
+                "evalue": str(err),
+                "traceback": [*where, f"{type(err).__name__}: {err}"],
+            })
+        finally:
+            os.chdir(here)
+            IPython.display.display = ipython_display
+        return CellRecord(
+            status=status,
+            outputs=collector.outputs,
+            time=time.perf_counter() - started,
+            execution_count=self.count,
+            error=collector.error,
+        )
+
+    async def probe(self) -> dict[str, Any]:
+        import platform
+        import socket
+
+        return {
+            "host": socket.gethostname(),
+            "python": platform.python_version(),
+            "framework_version": "",
+            "gpu_used": bool(self.devices),  # it "uses" the devices it was given
+        }
+
+    async def shutdown(self) -> None:
+        self.namespace.clear()
+
+
+class FakeKernels:
+    """``app.livecells_scheduler_factory`` for builds whose subject is policy, not kernels.
+
+    The build's scheduler is livecells' own :class:`LocalScheduler` (its device leases, its
+    order), over :class:`InProcessSession` in place of kernels. ``jobs``: every session handed to
+    it, build after build, as ``(docname, framework)``.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[str, str]] = []
+
+    def __call__(self, config: Any, gpus: Any, fork_server: Any = None, guard: Any = None) -> Any:
+        from livecells.execute.scheduler import LocalScheduler
+
+        fake = self
+
+        class Recording(LocalScheduler):
+            async def run(self, jobs: Any, on_done: Any, on_start: Any = None) -> None:
+                fake.jobs.extend((job.plan.docname, job.plan.framework) for job in jobs)
+                await super().run(jobs, on_done, on_start)
+
+        return Recording(gpus, max(1, len(gpus)), prestart=1, session_class=InProcessSession)
+
+    def take(self) -> list[tuple[str, str]]:
+        """The sessions run since the last call, sorted."""
+        jobs, self.jobs = sorted(self.jobs), []
+        return jobs
+
+    #: What to add to a conf.py so that a ``sphinx-build`` process uses fake kernels too.
+    CONF = (
+        "\nimport sys as _sys\n_sys.path.insert(0, {tests!r})\n"
+        "def setup(app):\n"
+        "    from helpers import FakeKernels\n"
+        "    app.livecells_scheduler_factory = FakeKernels()\n"
+        "livecells_fork_kernels = False\n"
+    ).format(tests=str(Path(__file__).parent))

@@ -3,8 +3,9 @@
 tests/roots/test-browser is two pages (furo, the theme of the livecells docs), each with two
 pytorch/mxnet tab sets whose cells print which page, set and framework they are, and a third page
 of framework prose (``live-text``): in the tabs of a cell group, and standing alone. The site is built
-once, served by ``http.server`` on 127.0.0.1, and each test gets a fresh browser context (so an
-empty localStorage, where sphinx-design keeps the chosen tab).
+once (its sessions on :class:`helpers.FakeKernels`: the tabs are the subject), served by
+``http.server`` on 127.0.0.1, and each test gets a fresh browser context (so an empty
+localStorage, where sphinx-design keeps the chosen tab).
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from conftest import kernel_processes
-from helpers import build_site
+from helpers import FakeKernels, build_site
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -62,11 +62,12 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, rootdir) -> dict[str, Any]:
-    """Build the browser root once (real kernels); its pages, warnings and leftover kernels."""
+    """Build the browser root once; its pages, warnings and the sessions that ran."""
     src = tmp_path_factory.mktemp("browser") / "src"
     shutil.copytree(rootdir / "test-browser", src)
-    app, warnings = build_site(src)
-    return {"outdir": Path(app.outdir), "warnings": warnings, "kernels_left": kernel_processes()}
+    kernels = FakeKernels()
+    app, warnings = build_site(src, kernels=kernels)
+    return {"outdir": Path(app.outdir), "warnings": warnings, "ran": kernels.take()}
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +150,7 @@ def expect_prose_page(page: Any, framework: str, other: str) -> None:
 
 def test_site_built_cleanly(site):
     assert "WARNING" not in site["warnings"], site["warnings"]
-    assert site["kernels_left"] == []
+    assert site["ran"] == [(page, fw) for page in ("index", "next", "prose") for fw in ("mxnet", "pytorch")]
     for name in ("index.html", "next.html", "prose.html"):
         assert (site["outdir"] / name).read_text(encoding="utf-8").count('class="sd-tab-set') == 2
 

@@ -19,24 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers import build_site, soup
+from helpers import build_site, d2l_corpus, soup
 from livecells.cli.convert import ConvertResult, convert_text, convert_tree
 
 
-def _corpus() -> Path:
-    if os.environ.get("LIVECELLS_D2L_CORPUS"):
-        return Path(os.environ["LIVECELLS_D2L_CORPUS"])
-    root = Path(__file__).resolve().parents[1]
-    beside = root.parent / "shared" / "d2l-corpus"
-    worktree = root.parent.parent / "shared" / "d2l-corpus"  # a git worktree one level down
-    return beside if beside.is_dir() or not worktree.is_dir() else worktree
-
-
-CORPUS = _corpus()
-if not (CORPUS / "README.md").is_file():
+CORPUS = d2l_corpus()
+if CORPUS is None:
     if os.environ.get("CI"):
-        raise RuntimeError(f"the d2l corpus is missing: {CORPUS} (CI must provide shared/)")
-    pytest.skip(f"no d2l corpus at {CORPUS}", allow_module_level=True)
+        raise RuntimeError("the d2l corpus is missing (CI must provide shared/d2l-corpus)")
+    pytest.skip("no d2l corpus (shared/d2l-corpus)", allow_module_level=True)
 
 CHAPTERS = sorted(p.relative_to(CORPUS).as_posix() for p in CORPUS.glob("chapter_*/*.rst"))
 

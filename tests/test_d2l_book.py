@@ -19,22 +19,14 @@ from pathlib import Path
 import pytest
 
 from conftest import kernel_processes
-from helpers import build_site, soup
+from helpers import build_site, d2l_corpus, soup
 from livecells.cli.convert import convert_text
 
-ROOT = Path(__file__).resolve().parents[1]
 # pybtex-apa-style, d2l's bibliography style, still writes pybtex's old `href [url, text]` form.
 pytestmark = pytest.mark.filterwarnings(r"ignore:href \[url, text\] is deprecated:DeprecationWarning")
 
 
-def _corpus() -> Path | None:
-    """The corpus beside the checkout (``../shared``; from a worktree, ``../../shared``)."""
-    candidates = [os.environ.get("LIVECELLS_D2L_CORPUS", "")]
-    candidates += [str(base / "shared" / "d2l-corpus") for base in (ROOT.parent, ROOT.parent.parent)]
-    return next((Path(c) for c in candidates if c and (Path(c) / "d2l" / "torch.py").is_file()), None)
-
-
-CORPUS = _corpus()
+CORPUS = d2l_corpus()
 
 CHAPTERS = [
     "chapter_builders-guide/parameters",
@@ -175,7 +167,9 @@ def test_tabs_are_synced_sphinx_design_tab_sets(book):
     for chapter in CHAPTERS[:4]:
         page = _page(book, chapter)
         assert not page.select(".mdl-tabs"), chapter  # no d2lbook tab HTML left
-        for tab_set in page.select("div.sd-tab-set"):
+        tab_sets = page.select("div.sd-tab-set")
+        assert tab_sets, chapter
+        for tab_set in tab_sets:
             labels = tab_set.select("label.sd-tab-label")
             assert [lab["data-sync-group"] for lab in labels] == ["framework"] * len(labels)
             assert {lab["data-sync-id"] for lab in labels} <= {"pytorch", "mxnet"}

@@ -11,7 +11,8 @@ Written from the classes of issue 12, not from its examples alone:
 7. output and messages are bounded where they are stored, shown and warned, with a note.
 
 Most tests write store files by hand and build with ``livecells_execute = "cache"`` (no
-kernel); one module-scoped real-kernel build covers what only a kernel produces.
+kernel), or run their sessions on :class:`helpers.FakeKernels` where the store, not the kernel,
+is the subject; one module-scoped real-kernel build covers what only a kernel produces.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import build_site, cell_with, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, outputs, soup
 from livecells.render.ansi import ansi_to_html
 from livecells.model.text import strip_ansi
 from livecells.store.schema import Invalid, check_output, check_session, repair_session
@@ -314,19 +315,21 @@ def test_a_bad_session_is_a_located_warning_and_the_rest_renders(site, why):
     assert any(c.get("outputs") for c in beta["cells"] if c["cell_type"] == "code")
 
 
-def test_a_bad_session_runs_again_and_is_replaced(site, no_kernel_left):
+def test_a_bad_session_runs_again_and_is_replaced(site):
     sessions = good_sessions()
     sessions["alpha"] = BAD_SESSIONS["bad base64 image"]
     path = write_store(site, "index", sessions)
-    app, warnings = build_site(site, freshenv=True)
+    kernels = FakeKernels()
+    app, warnings = build_site(site, kernels=kernels, freshenv=True)
     assert len(warnings_of(warnings, "store")) == 1, warnings
     # (The hand-written sessions have made-up keys: the good ones run again too.)
     stored = json.loads(path.read_text())["sessions"]
     check_session(stored["alpha"])
     assert stored["alpha"]["run_id"] == app.env.livecells_outcome.run_id
     assert "first" in outputs(cell_with(page(app), 'print("first")'))
-    app, warnings = build_site(site)
-    assert not warnings_of(warnings, "store") and app.env.livecells_outcome.ran == 0
+    assert kernels.take() == [("index", "alpha"), ("index", "beta"), ("other", "alpha")]
+    app, warnings = build_site(site, kernels=kernels)
+    assert not warnings_of(warnings, "store") and app.env.livecells_outcome.ran == 0 and kernels.take() == []
 
 
 def test_the_report_directive_and_cli_survive_bad_sessions(site):
@@ -667,11 +670,11 @@ def _unwritable(src: Path, how: str) -> dict:
     "how", ["a file where the folder should be", "a file where the page's folder should be",
             "deleted and replaced by a file mid-build"],
 )
-def test_an_unwritable_store_still_shows_this_builds_results(site, how, no_kernel_left):
+def test_an_unwritable_store_still_shows_this_builds_results(site, how):
     shutil.rmtree(site / "_livecells")
     (site / "other.rst").write_text((site / "other.rst").read_text() + "\n.. live-report::\n")
     _unwritable(site, how)
-    app, warnings = build_site(site, freshenv=True)
+    app, warnings = build_site(site, kernels=FakeKernels(), freshenv=True)
     found = warnings_of(warnings, "store")
     assert any("not stored" in w for w in found), warnings
     assert "Traceback" not in warnings
@@ -685,20 +688,20 @@ def test_an_unwritable_store_still_shows_this_builds_results(site, how, no_kerne
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_a_read_only_store_still_shows_this_builds_results(site, no_kernel_left):
+def test_a_read_only_store_still_shows_this_builds_results(site):
     store = site / "_livecells"
     shutil.rmtree(store)
     store.mkdir()
     store.chmod(stat.S_IRUSR | stat.S_IXUSR)
     try:
-        app, warnings = build_site(site, freshenv=True)
+        app, warnings = build_site(site, kernels=FakeKernels(), freshenv=True)
     finally:
         store.chmod(stat.S_IRWXU)
     assert any("not stored" in w for w in warnings_of(warnings, "store")), warnings
     assert "first" in outputs(cell_with(page(app), 'print("first")'))
 
 
-def test_a_store_that_refuses_writes_still_shows_this_builds_results(site, monkeypatch, no_kernel_left):
+def test_a_store_that_refuses_writes_still_shows_this_builds_results(site, monkeypatch):
     """Read-only, as root sees it too: every write into the store fails with EACCES."""
     import livecells.store.files
 
@@ -706,7 +709,7 @@ def test_a_store_that_refuses_writes_still_shows_this_builds_results(site, monke
         raise PermissionError(13, "Permission denied", str(site / "_livecells"))
 
     monkeypatch.setattr(livecells.store.files.OutputStore, "_write", refuse)
-    app, warnings = build_site(site, freshenv=True)
+    app, warnings = build_site(site, kernels=FakeKernels(), freshenv=True)
     assert any("Permission denied" in w and "not stored" in w for w in warnings_of(warnings, "store")), warnings
     assert "first" in outputs(cell_with(page(app), 'print("first")'))
     assert "beta cell" in outputs(cell_with(page(app), "beta cell"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import build_site
+from helpers import FakeKernels, build_site
 
 # Starts the members of the class "a process that leaves its kernel's group or session": a
 # double-forked setsid daemon, a child that ignores SIGTERM, one in its own process group and one
@@ -117,21 +118,16 @@ def livecells_children(pid: int) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
-def test_daemons_that_left_the_group_end_with_the_session(tmp_path, rootdir, fork):
-    src = site(tmp_path, rootdir, {"page1.rst": cell(FAMILY) + cell("print('after')")})
+def test_daemons_end_with_their_session_whether_it_ends_or_its_kernel_dies(tmp_path, rootdir, fork):
+    """page1's session ends normally, page2's kernel is killed: both families end with them."""
+    dies = FAMILY.replace('"pids.txt"', '"pids-died.txt"') + "os.kill(os.getpid(), 9)\n"
+    pages = {"page1.rst": cell(FAMILY) + cell("print('after')"), "page2.rst": cell(dies)}
+    src = site(tmp_path, rootdir, pages)
     app, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
-    pids = read_pids(src / "pids.txt")
-    assert survivors(pids) == [], warnings
+    assert survivors(read_pids(src / "pids.txt")) == [], warnings
     assert "after" in (app.outdir / "page1.html").read_text()
-
-
-@pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
-def test_a_kernel_that_dies_takes_its_daemons_with_it(tmp_path, rootdir, fork):
-    code = FAMILY + "os.kill(os.getpid(), 9)\n"
-    src = site(tmp_path, rootdir, {"page1.rst": cell(code)})
-    _, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
-    assert "SIGKILL" in warnings
-    assert survivors(read_pids(src / "pids.txt")) == []
+    assert re.search(r"page2\.rst:\d+: WARNING: .*SIGKILL", warnings), warnings
+    assert survivors(read_pids(src / "pids-died.txt")) == []
 
 
 LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
@@ -140,18 +136,26 @@ LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, rootdir, fork, signum):
-    """kill -9 included; Ctrl-C and SIGTERM also end the build within 2 s."""
+    """kill -9 included; Ctrl-C and SIGTERM also end the build within 2 s. What finished before
+    is stored (the index runs first: it has the most cells), and nothing of the session cut short."""
     src = site(tmp_path, rootdir, {"page1.rst": cell(LONG)})
+    with open(src / "index.rst", "a", encoding="utf-8") as index:
+        index.write(cell("print('quick two')"))
     proc = spawn_build(src, "-D", f"livecells_fork_kernels={int(fork)}")
     wait_for(src / "started", proc)
     everything = [p.pid for p in livecells_children(proc.pid)]
     pids = read_pids(src / "pids.txt")
     assert pids[0] in everything  # the kernel
+    assert bool(templates_of(proc.pid)) == fork  # forked from a template, or launched
     started = time.monotonic()
     proc.send_signal(signum)
     proc.communicate(timeout=30)
     assert time.monotonic() - started < 2.0
+    assert proc.returncode != 0
     assert survivors(pids + everything) == []
+    stored = json.loads((src / "_livecells" / "index.json").read_text())
+    assert stored["sessions"]["alpha"]["status"] == "ok"
+    assert not (src / "_livecells" / "page1.json").exists()
 
 
 SLOW_MODULE = "import time\ntime.sleep(60)\n"
@@ -170,7 +174,14 @@ def slow_preload_site(tmp_path: Path, rootdir: Path) -> tuple[Path, dict[str, st
 
 
 def templates_of(pid: int) -> list[psutil.Process]:
-    return [p for p in livecells_children(pid) if "forkserver" in " ".join(p.cmdline())]
+    found = []
+    for child in livecells_children(pid):
+        try:
+            if "forkserver" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:  # gone, or a zombie not yet reaped
+            continue
+    return found
 
 
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
@@ -345,17 +356,19 @@ def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootd
     )
     (src / "d2l").mkdir()
     (src / "d2l" / "torch.py").write_text("VERSION = 1\n")
-    app, warnings = build_site(src)
-    assert app.env.livecells_outcome.ran == 3  # index, page1, page2
+    kernels = FakeKernels()  # what runs is the subject, not how
+    every = [("index", "alpha"), ("page1", "alpha"), ("page2", "alpha")]
+    app, warnings = build_site(src, kernels=kernels)
+    assert app.env.livecells_outcome.ran == 3 and kernels.take() == every
     line = (src / "conf.py").read_text().splitlines().index(BOOK_CONF.strip()) + 1
     assert f"conf.py:{line}: WARNING: livecells_depends: 'nothing/*.txt' matches no file" in warnings
-    app, _ = build_site(src)
-    assert app.env.livecells_outcome.ran == 0  # unchanged: nothing runs
+    app, _ = build_site(src, kernels=kernels)
+    assert app.env.livecells_outcome.ran == 0 and kernels.take() == []  # unchanged: nothing runs
     (src / "d2l" / "torch.py").write_text("VERSION = 2\n")
-    app, _ = build_site(src)
-    assert app.env.livecells_outcome.ran == 3  # every page
-    app, _ = build_site(src)
-    assert app.env.livecells_outcome.ran == 0
+    app, _ = build_site(src, kernels=kernels)
+    assert kernels.take() == every  # every page
+    app, _ = build_site(src, kernels=kernels)
+    assert app.env.livecells_outcome.ran == 0 and kernels.take() == []
 
 
 # --- Class 6: every cell is located in its own file, and runs only where it is shown ----------
@@ -404,7 +417,9 @@ def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, 
     src = site(tmp_path, rootdir, {"page1.rst": LOCATED})
     (src / "part.txt").write_text(PART)
     page = (src / "page1.rst").read_text()
-    app, warnings = build_site(src, builder)
+    # Where a cell is, and whether it is run, is the subject: its sessions run on FakeKernels
+    # (test_core locates a real kernel's error).
+    app, warnings = build_site(src, builder, kernels=FakeKernels())
     assert f"part.txt:{line_of(PART, 'ValueError')}: WARNING: live-cell [alpha]: ValueError" in warnings
     assert f"page1.rst:{line_of(page, 'KeyError')}: WARNING: live-cell [alpha]: KeyError" in warnings
     assert f"page1.rst:{line_of(page, 'OSError')}: WARNING: live-cell [alpha]: OSError" in warnings

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -126,15 +127,11 @@ def page_source(framework: str, cells_: list[Cell]) -> str:
 def run_nbclient(cells_: list[Cell], cwd: Path) -> list[list[dict[str, Any]]]:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.code) for c in cells_])
     # ipykernel stops capturing fds 1 and 2 under pytest; a notebook kernel is not under pytest.
-    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
-    try:
-        NotebookClient(
-            notebook, kernel_name="python3", timeout=120, allow_errors=True,
-            resources={"metadata": {"path": str(cwd)}},
-        ).execute()
-    finally:
-        if saved is not None:
-            os.environ["PYTEST_CURRENT_TEST"] = saved
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    NotebookClient(
+        notebook, kernel_name="python3", timeout=120, allow_errors=True,
+        resources={"metadata": {"path": str(cwd)}},
+    ).execute(env=env)
     return [[json.loads(json.dumps(o)) for o in cell.outputs] for cell in notebook.cells]
 
 
@@ -146,12 +143,15 @@ def oracle(tmp_path_factory, rootdir):
     for framework, cells_ in by_framework.items():
         (src / f"{framework}.rst").write_text(page_source(framework, cells_))
     (src / "index.rst").write_text("Oracle\n======\n\n.. toctree::\n\n   pytorch\n   mxnet\n")
-    app, warnings = build_site(src)
-    latex, latex_warnings = build_site(src, "latex", confoverrides={"livecells_execute": "cache"})
     work = tmp_path_factory.mktemp("nbclient")
-    jupyter = {fw: run_nbclient(cells_, work) for fw, cells_ in by_framework.items()}
+    # Jupyter's run goes on in a thread while livecells builds: the two kernels share the cores.
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(lambda: {fw: run_nbclient(cells_, work) for fw, cells_ in by_framework.items()})
+        app, warnings = build_site(src)
+        latex, latex_warnings = build_site(src, "latex", confoverrides={"livecells_execute": "cache"})
+        jupyter = running.result()
     return {
-        "src": src, "out": Path(app.outdir), "latex": Path(latex.outdir), "cells": by_framework,
+        "src": src, "app": app, "out": Path(app.outdir), "latex": Path(latex.outdir), "cells": by_framework,
         "jupyter": jupyter, "warnings": warnings + latex_warnings,
     }
 
@@ -317,6 +317,18 @@ def test_latex_gets_native_math_and_formatted_rich_outputs(oracle):
     # Only an HTML display, which LaTeX cannot show, falls back to its text form (as in nbconvert).
     assert tex.count("IPython.core.display.HTML object") == 2  # HTML() and %%html
     assert "PYGZdq{}c\\PYGZdq{}: \\PYGZdq{}d\\PYGZdq{}" in tex or '"c": "d"' in tex
+
+
+def test_a_traceback_over_the_limit_only_in_colour_is_kept_whole(oracle):
+    """The limit bounds a traceback as it is shown: without IPython's colours (which double it)."""
+    names = [c.name for c in oracle["cells"]["pytorch"]]
+    index = names.index("error-recursion")
+    theirs = "\n".join(oracle["jupyter"]["pytorch"][index][-1]["traceback"])
+    ours = "\n".join(stored_cells(oracle, "pytorch")[index]["outputs"][-1]["traceback"])
+    limit = oracle["app"].config.livecells_output_limit
+    assert len(strip_ansi(theirs)) < limit < len(theirs)
+    assert strip_ansi(ours) == strip_ansi(theirs)
+    assert "livecells_output_limit" not in ours
 
 
 def test_a_flood_of_interleaved_streams_loses_nothing(oracle):

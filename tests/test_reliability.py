@@ -1,26 +1,21 @@
-"""Bad cells, hung cells, dying kernels, hostile output, bad configuration and interrupted builds."""
+"""Bad cells, hung cells, dying kernels, hostile output and bad configuration (interrupted builds:
+test_hardening_procs)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
 import xml.etree.ElementTree as ET
 from io import StringIO
 from pathlib import Path
 
-import psutil
 import pytest
 from sphinx.errors import ExtensionError
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import build_site, cell_with, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, outputs, soup
 
 pytestmark = pytest.mark.slow
 
@@ -171,12 +166,14 @@ def test_no_kernel_outlives_the_bad_build(bad):
     assert bad["kernels_left"] == []
 
 
-def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir, no_kernel_left):
+def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir):
     src = tmp_path / "src"
     shutil.copytree(rootdir / "test-fast", src)
     with open(src / "index.rst", "a") as page:
         page.write("\n.. live-cell:: alpha\n\n   raise RuntimeError('boom')\n")
-    app = SphinxTestApp("html", srcdir=src, confoverrides={"livecells_raise_on_error": True}, warning=StringIO())
+    overrides = {"livecells_raise_on_error": True, "livecells_fork_kernels": False}
+    app = SphinxTestApp("html", srcdir=src, confoverrides=overrides, warning=StringIO())
+    app.livecells_scheduler_factory = FakeKernels()  # the build's policy is the subject
     try:
         with pytest.raises(ExtensionError, match="1 cell error"):
             app.build()
@@ -184,37 +181,3 @@ def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir, no_kern
         app.cleanup()
     stored = json.loads((src / "_livecells" / "index.json").read_text())
     assert set(stored["sessions"]) == {"alpha", "beta"}
-
-
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_build_stops_quickly_and_leaves_nothing(tmp_path, rootdir, signum):
-    src = tmp_path / "src"
-    shutil.copytree(rootdir / "test-interrupt", src)
-    marker = tmp_path / "marker"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(src / "_build")],
-        env={**os.environ, "LIVECELLS_TEST_MARKER": str(marker)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None, proc.stdout.read().decode()
-        assert time.monotonic() < deadline, "the long cell never started"
-        time.sleep(0.1)
-    time.sleep(0.3)
-    kernel_pid, child_pid = (int(n) for n in marker.read_text().split())
-    templates = [p for p in psutil.Process(proc.pid).children() if "forkserver" in " ".join(p.cmdline())]
-    assert templates, "the kernel should come from a fork-server template"
-    proc.send_signal(signum)
-    started = time.monotonic()
-    proc.communicate(timeout=60)
-    assert time.monotonic() - started < 20
-    assert proc.returncode != 0
-    time.sleep(0.5)
-    for pid in (kernel_pid, child_pid, *(t.pid for t in templates)):
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
-    # The store holds what finished, and parses.
-    stored = json.loads((src / "_livecells" / "index.json").read_text())
-    assert stored["sessions"]["alpha"]["status"] == "ok"
-    assert not (src / "_livecells" / "long.json").exists()

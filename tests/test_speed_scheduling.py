@@ -136,6 +136,7 @@ def test_gpu_sessions_are_not_started_ahead() -> None:
     assert rec.overlaps == []
     assert rec.alive == set()
     gpu_starts = [i for i, (kind, name) in enumerate(rec.events) if kind == "start" and name.startswith("/g")]
+    assert len(gpu_starts) == 2
     for i in gpu_starts:  # started by its own session, just before its first cell
         assert rec.events[i + 1] == ("cell", rec.events[i][1])
 

@@ -1,9 +1,16 @@
-"""The store: results kept per page, re-run only what changed, published without a GPU."""
+"""The store: results kept per page, re-run only what changed, published without a GPU.
+
+What runs, what is kept and what the pages show is policy: these builds run their sessions on
+:class:`helpers.FakeKernels` (livecells' scheduler over in-process sessions), so each test can
+say exactly which sessions ran. The first test runs the same site on real kernels and checks
+that the fake gives what they give; the kernel's own behaviour is tested in test_core and others.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,17 +19,27 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kernel_processes
-from helpers import build_site, cell_with, meta, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, meta, outputs, soup
+from livecells.model.text import strip_ansi
 from livecells.store.files import FORMAT, OutputStore, StoreProblem
 
 
-def build(src: Path, *, fresh: bool = False, **overrides):
-    """Build ``src``; return the app's livecells state, the warnings and the app."""
+ALL = [("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")]
+
+
+def build(src: Path, kernels: FakeKernels | None, *, fresh: bool = False, **overrides):
+    """Build ``src`` (on real kernels where ``kernels`` is None); the app's livecells state,
+    the warnings and the app."""
     app, warnings = build_site(
-        src, freshenv=fresh, confoverrides={f"livecells_{k}": v for k, v in overrides.items()}
+        src, kernels=kernels, freshenv=fresh,
+        confoverrides={f"livecells_{k}": v for k, v in overrides.items()},
     )
     return app.env.livecells_outcome, warnings, app
+
+
+@pytest.fixture
+def fake() -> FakeKernels:
+    return FakeKernels()
 
 
 @pytest.fixture
@@ -40,29 +57,95 @@ def stored(src: Path, docname: str) -> dict:
     return json.loads((src / "_livecells" / f"{docname}.json").read_text())
 
 
-def test_rebuilds_run_only_what_changed(site, no_kernel_left):
-    state, _, app = build(site)
-    assert (state.ran, state.cached) == (4, 0)
+#: Cells of the kinds policy tests use, beyond print: a value, a display, stderr, an error.
+MORE_CELLS = """
+.. live-cell:: alpha
+
+   import sys
+   from IPython.display import HTML, Image, display
+   print("to stderr", file=sys.stderr)
+   display(HTML("<b>bold</b>"), Image(data=bytes.fromhex(
+       "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+       "1f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4f50000000049454e44ae426082")))
+   {"answer": 6 * 7, "list": list(range(3))}
+
+.. live-cell:: alpha
+   :raises: ValueError
+
+   raise ValueError("expected")
+"""
+
+
+def test_fake_kernels_give_what_real_kernels_give(tmp_path, rootdir, no_kernel_left):
+    """The same site on real kernels and on :class:`FakeKernels`: the same stored cells, pages."""
+    built = {}
+    for name, kernels in (("real", None), ("fake", FakeKernels())):
+        src = tmp_path / name
+        shutil.copytree(rootdir / "test-store", src)
+        with open(src / "other.rst", "a") as other:
+            other.write(MORE_CELLS)
+        state, warnings, app = build(src, kernels)
+        assert (state.ran, state.cached) == (4, 0) and "WARNING" not in warnings, warnings
+        built[name] = src, app
+    assert kernels.take() == ALL
+
+    def cells(src: Path, docname: str) -> dict:
+        sessions = stored(src, docname)["sessions"]
+        keep = ("index", "code_sha", "status", "outputs", "execution_count")
+        found = {fw: [{k: c.get(k) for k in keep} for c in s["cells"]] for fw, s in sessions.items()}
+        for output in (o for cs in found.values() for c in cs for o in c["outputs"]):
+            if output["output_type"] == "error":  # IPython's traceback is not the fake's
+                output["traceback"] = strip_ansi("\n".join(output["traceback"])).strip().splitlines()[-1:]
+        return found
+
+    (real, real_app), (fake_src, fake_app) = built["real"], built["fake"]
+    for docname in ("index", "other"):
+        assert cells(real, docname) == cells(fake_src, docname)
+        for fw, session in stored(real, docname)["sessions"].items():
+            other = stored(fake_src, docname)["sessions"][fw]
+            assert (session["key"], session["environment"]) == (other["key"], other["environment"])
+            assert set(session) == set(other) and set(session["provenance"]) == set(other["provenance"])
+        shown = [page(app, docname).select(".livecells-output") for app in (real_app, fake_app)]
+        assert len(shown[0]) == len(shown[1])
+        for one, two in zip(*shown):
+            if "Traceback" in one.get_text():  # only the traceback's last line is the fake's
+                assert one.get_text().strip().splitlines()[-1] == two.get_text().strip().splitlines()[-1]
+            else:
+                assert str(one) == str(two)
+
+    # An edit re-runs that session only, on real kernels as on fake ones.
+    for src, kernels in ((real, None), (fake_src, kernels)):
+        other = src / "other.rst"
+        other.write_text(other.read_text().replace('print("other beta")', 'print("other beta, edited")'))
+        state, _, app = build(src, kernels)
+        assert (state.ran, state.cached) == (1, 3)
+        assert "other beta, edited" in outputs(cell_with(page(app, "other"), "other beta"))
+    assert kernels.take() == [("other", "beta")]
+
+
+def test_rebuilds_run_only_what_changed(site, fake):
+    state, _, app = build(site, fake)
+    assert (state.ran, state.cached) == (4, 0) and fake.take() == ALL
     assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
 
     # -E re-reads every page but runs nothing: every key is in the store.
-    state, _, app = build(site, fresh=True)
-    assert (state.ran, state.cached) == (0, 4)
+    state, _, app = build(site, fake, fresh=True)
+    assert (state.ran, state.cached) == (0, 4) and fake.take() == []
     text = outputs(cell_with(page(app), "alpha reads"))
     assert "alpha reads first version" in text and "RECORDED-ALPHA" not in text
 
     # Prose-only edit: the page is re-read, nothing runs.
     index = site / "index.rst"
     index.write_text(index.read_text().replace("Store\n=====", "Store\n=====\n\nSome prose."))
-    state, _, _ = build(site)
-    assert state.ran == 0
+    state, _, _ = build(site, fake)
+    assert state.ran == 0 and fake.take() == []
 
     # Editing one cell re-runs that page's session for that framework only.
     other = site / "other.rst"
     other.write_text(other.read_text().replace('print("other beta")', 'print("other beta, edited")'))
     before = stored(site, "other")["sessions"]["alpha"]["run_id"]
-    state, _, app = build(site)
-    assert state.ran == 1
+    state, _, app = build(site, fake)
+    assert state.ran == 1 and fake.take() == [("other", "beta")]
     sessions = stored(site, "other")["sessions"]
     assert sessions["alpha"]["run_id"] == before
     assert sessions["beta"]["run_id"] != before
@@ -71,26 +154,27 @@ def test_rebuilds_run_only_what_changed(site, no_kernel_left):
     # A page removed from the book takes its stored results with it.
     (site / "gone.rst").write_text("Gone\n====\n\n.. live-cell:: alpha\n\n   print('soon gone')\n")
     index.write_text(index.read_text().replace("   other\n", "   other\n   gone\n"))
-    state, _, _ = build(site)
-    assert state.ran == 1 and (site / "_livecells" / "gone.json").exists()
+    state, _, _ = build(site, fake)
+    assert fake.take() == [("gone", "alpha")] and (site / "_livecells" / "gone.json").exists()
     (site / "gone.rst").unlink()
     index.write_text(index.read_text().replace("   gone\n", ""))
-    build(site)
-    assert not (site / "_livecells" / "gone.json").exists()
+    build(site, fake)
+    assert not (site / "_livecells" / "gone.json").exists() and fake.take() == []
 
     # Changing a :depends: file re-reads and re-runs that page, though its source is unchanged.
     (site / "data" / "input.txt").write_text("second version\n")
-    state, _, app = build(site)
-    assert state.ran == 2  # index's two sessions share the page's :depends:
+    state, _, app = build(site, fake)
+    assert fake.take() == [("index", "alpha"), ("index", "beta")]  # they share the page's :depends:
     assert "alpha reads second version" in outputs(cell_with(page(app), "alpha reads"))
 
 
-def test_gpu_required_on_a_cpu_machine_shows_stored_results(site, tmp_path, no_kernel_left):
-    build(site)
+def test_gpu_required_on_a_cpu_machine_shows_stored_results(site, tmp_path, fake):
+    build(site, fake)
     published = tmp_path / "published"
     shutil.copytree(site, published, ignore=shutil.ignore_patterns("_build"))
-    state, warnings, app = build(published, device="gpu")
-    assert state.ran == 0
+    fake.take()
+    state, warnings, app = build(published, fake, device="gpu")
+    assert state.ran == 0 and fake.take() == []
     cell = cell_with(page(app), "alpha reads")
     assert "alpha reads first version" in outputs(cell)
     line = " ".join(meta(cell))
@@ -98,8 +182,9 @@ def test_gpu_required_on_a_cpu_machine_shows_stored_results(site, tmp_path, no_k
     assert "livecells" not in warnings
 
 
-def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(site, no_kernel_left):
-    build(site)
+def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(site, fake):
+    build(site, fake)
+    fake.take()
     path = site / "_livecells" / "index.json"
     data = json.loads(path.read_text())
     for session in data["sessions"].values():
@@ -111,8 +196,8 @@ def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(site, no_kernel_left):
     data = json.loads(other.read_text())
     data["sessions"]["alpha"]["environment"] = "an-older-torch"
     other.write_text(json.dumps(data))
-    state, _, app = build(site, fresh=True)
-    assert state.ran == 1
+    state, _, app = build(site, fake, fresh=True)
+    assert fake.take() == [("other", "alpha")]
     # ...but never replaces a GPU result by a CPU run while the code is the same.
     assert stored(site, "index")["sessions"]["alpha"]["provenance"]["device"] == "NVIDIA H200"
     cell = cell_with(page(app), "alpha reads")
@@ -120,55 +205,84 @@ def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(site, no_kernel_left):
     assert "stored result from" in " ".join(meta(cell))
 
 
-def test_execute_off_shows_recorded_outputs(site, no_kernel_left):
-    state, _, app = build(site, execute="off")
-    assert state.ran == 0
+def test_sessions_lease_the_gpus_found_and_a_page_asking_for_more_is_not_run(site, fake, monkeypatch):
+    from livecells.build import run
+    from livecells.execute.devices import GPU
+
+    gpus = [GPU(index=0, name="Fake GPU A"), GPU(index=1, name="Fake GPU B")]
+    monkeypatch.setattr(run, "detect_gpus", lambda: gpus)
+    other = site / "other.rst"
+    other.write_text(other.read_text().replace("=====\n", "=====\n\n.. live-settings::\n   :gpus: 3\n", 1))
+    state, warnings, app = build(site, fake)
+    assert fake.take() == [("index", "alpha"), ("index", "beta")]
+    assert re.search(r"other\.rst:\d+: WARNING: .*needs 3 GPU\(s\).*2 are available.*\[livecells\.device\]", warnings), warnings
+    for session in stored(site, "index")["sessions"].values():
+        provenance = session["provenance"]
+        assert provenance["device_kind"] == "gpu" and provenance["devices_leased"] == 1
+        assert provenance["device"] in {"Fake GPU A", "Fake GPU B"}
+    assert not (site / "_livecells" / "other.json").exists()
+    assert "Fake GPU" in " ".join(meta(cell_with(page(app), "alpha reads")))
+    # On a machine without GPUs, auto keeps the GPU results: the code did not change.
+    monkeypatch.setattr(run, "detect_gpus", lambda: [])
+    state, warnings, _ = build(site, fake, fresh=True)
+    assert fake.take() == [] and state.cached == 2  # other still asks for 3 GPUs: 0 are here
+    assert "needs 3 GPU(s) (live-settings :gpus:) but 0 are available" in warnings
+    assert stored(site, "index")["sessions"]["alpha"]["provenance"]["device_kind"] == "gpu"
+
+
+def test_execute_off_shows_recorded_outputs(site, fake):
+    state, _, app = build(site, fake, execute="off")
+    assert state.ran == 0 and fake.take() == []
     cell = cell_with(page(app), "alpha reads")
     assert "RECORDED-ALPHA" in outputs(cell)
     assert any("recorded output" in line for line in meta(cell))
     assert not (site / "_livecells").exists()
 
 
-def test_cache_mode_never_runs(site, no_kernel_left):
-    state, _, app = build(site, execute="cache")
-    assert state.ran == 0
+def test_cache_mode_never_runs(site, fake):
+    state, _, app = build(site, fake, execute="cache")
+    assert state.ran == 0 and fake.take() == []
     assert "RECORDED-BETA" in outputs(cell_with(page(app), "beta says"))
-    build(site)
-    state, _, app = build(site, execute="cache", fresh=True)
-    assert state.ran == 0
+    build(site, fake)
+    assert fake.take() == ALL
+    state, _, app = build(site, fake, execute="cache", fresh=True)
+    assert state.ran == 0 and fake.take() == []
     assert "beta says 42" in outputs(cell_with(page(app), "beta says"))
 
 
-def test_force_runs_everything(site, no_kernel_left):
-    build(site)
-    state, _, _ = build(site, execute="force", fresh=True)
-    assert state.ran == 4
+def test_force_runs_everything(site, fake):
+    build(site, fake)
+    fake.take()
+    state, _, _ = build(site, fake, execute="force", fresh=True)
+    assert state.ran == 4 and fake.take() == ALL
 
 
-def test_a_damaged_store_file_is_reported_once_and_recomputed(site, no_kernel_left):
-    build(site)
+def test_a_damaged_store_file_is_reported_once_and_recomputed(site, fake):
+    build(site, fake)
+    fake.take()
     path = site / "_livecells" / "index.json"
     path.write_text(path.read_text()[: len(path.read_text()) // 2])
-    state, warnings, app = build(site, fresh=True)
+    state, warnings, app = build(site, fake, fresh=True)
     assert warnings.count("[livecells.store]") == 1
     assert "): damaged (" in warnings or ".json: damaged" in warnings
-    assert state.ran == 2
+    assert state.ran == 2 and fake.take() == [("index", "alpha"), ("index", "beta")]
     assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
     json.loads(path.read_text())
 
 
-def test_a_newer_store_format_is_not_misread_nor_overwritten(site, no_kernel_left):
-    build(site)
+def test_a_newer_store_format_is_not_misread_nor_overwritten(site, fake):
+    build(site, fake)
+    fake.take()
     path = site / "_livecells" / "other.json"
     data = json.loads(path.read_text())
     data["format"] = FORMAT + 1
     path.write_text(json.dumps(data))
-    state, warnings, _ = build(site, fresh=True)
+    state, warnings, _ = build(site, fake, fresh=True)
     assert "newer than this livecells understands" in warnings
     assert json.loads(path.read_text())["format"] == FORMAT + 1
 
 
-def test_two_builds_sharing_one_store_lose_nothing(tmp_path, rootdir, no_kernel_left):
+def test_two_builds_sharing_one_store_lose_nothing(tmp_path, rootdir):
     store = tmp_path / "shared-store"
     sites = []
     for framework, other in (("alpha", "beta"), ("beta", "alpha")):
@@ -179,7 +293,7 @@ def test_two_builds_sharing_one_store_lose_nothing(tmp_path, rootdir, no_kernel_
             f"Other\n=====\n\n.. live-cell:: {framework}\n\n   print('{framework} here')\n"
         )
         (src / "conf.py").write_text(
-            (src / "conf.py").read_text() + f"\nlivecells_store = {str(store)!r}\n"
+            (src / "conf.py").read_text() + f"\nlivecells_store = {str(store)!r}\n" + FakeKernels.CONF
         )
         sites.append(src)
     procs = [
@@ -195,6 +309,7 @@ def test_two_builds_sharing_one_store_lose_nothing(tmp_path, rootdir, no_kernel_
         assert proc.returncode == 0, out.decode()
     data = json.loads((store / "other.json").read_text())
     assert set(data["sessions"]) == {"alpha", "beta"}
+    assert data["sessions"]["alpha"]["provenance"]["kernelspec"]["display_name"].startswith("in-process")
     assert set(json.loads((store / "index.json").read_text())["sessions"]) == {"alpha", "beta"}
 
 
@@ -229,8 +344,9 @@ def test_store_problems_are_plain_exceptions(tmp_path):
     assert store.load("missing")["sessions"] == {}
 
 
-def test_cli_report_and_clear(site, no_kernel_left):
-    build(site)
+def test_cli_report_and_clear(site, fake):
+    build(site, fake)
+    fake.take()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "ext")}
     report = subprocess.run(
         [sys.executable, "-m", "livecells", "report", "-s", str(site)],
@@ -253,14 +369,13 @@ def test_cli_report_and_clear(site, no_kernel_left):
     ).stdout
     assert "cleared other [beta]" in cleared
     assert set(stored(site, "other")["sessions"]) == {"alpha"}
-    state, _, _ = build(site)
-    assert state.ran == 1
-    assert kernel_processes() == []
+    state, _, _ = build(site, fake)
+    assert fake.take() == [("other", "beta")]
 
 
-def test_an_unmatched_depends_pattern_warns_once_per_page(site, no_kernel_left):
+def test_an_unmatched_depends_pattern_warns_once_per_page(site, fake):
     index = site / "index.rst"
     index.write_text(index.read_text().replace(":depends: data/*.txt", ":depends: data/*.txt, missing/*.csv"))
-    _, warnings, _ = build(site)
+    _, warnings, _ = build(site, fake)
     assert warnings.count("'missing/*.csv' matches no file") == 1  # the page has two sessions
     assert "[livecells.depends]" in warnings

@@ -1,8 +1,9 @@
-"""Themes, parallel builds and other builders, over tests/roots/test-alabaster (two pages, real kernels).
+"""Themes, parallel builds and other builders, over tests/roots/test-alabaster (two pages).
 
 One ``-j 1`` HTML build under alabaster is shared by the tests below; a ``-j 2`` build of a fresh
 copy must give the same pages; the text, dirhtml and singlehtml builders then build the first
-copy from its store (nothing runs again).
+copy from its store (nothing runs again). Themes and builders are the subject, not kernels: the
+sessions run on :class:`helpers.FakeKernels`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from conftest import kernel_processes
-from helpers import build_site, cells, outputs, soup
+from helpers import FakeKernels, build_site, cells, outputs, soup
 
 PAGES = ("index", "second")
 # Each cell prints "<page>-<set> <framework>", so a cell's output can be checked against its code.
@@ -25,12 +25,15 @@ MARK = re.compile(r'"(\w+-(?:one|two))"')
 
 def _build(src: Path, buildername: str = "html", **kwargs: Any) -> dict[str, Any]:
     # SphinxTestApp swaps alabaster for "basic" unless the theme is given as an override.
-    app, warnings = build_site(src, buildername, confoverrides={"html_theme": "alabaster"}, **kwargs)
+    kernels = FakeKernels()
+    app, warnings = build_site(
+        src, buildername, kernels=kernels, confoverrides={"html_theme": "alabaster"}, **kwargs
+    )
     return {
         "app": app,
+        "ran": kernels.take(),
         "outdir": Path(app.outdir),
         "warnings": warnings,
-        "kernels_left": kernel_processes(),
     }
 
 
@@ -70,7 +73,7 @@ def assert_own_outputs(page: BeautifulSoup, page_name: str) -> int:
 
 def test_alabaster_builds_and_shows_tabs(serial):
     assert "WARNING" not in serial["warnings"], serial["warnings"]
-    assert serial["kernels_left"] == []
+    assert len(serial["ran"]) == 4
     assert serial["app"].config.html_theme == "alabaster"
     for name in PAGES:
         page = soup(serial["outdir"] / f"{name}.html")
@@ -93,7 +96,7 @@ def test_parallel_build_gives_the_same_pages(serial, tmp_path_factory, rootdir):
     app = parallel["app"]
     assert app.parallel == 2 and app.is_parallel_allowed("read") and app.builder.parallel_ok
     assert "WARNING" not in parallel["warnings"], parallel["warnings"]
-    assert parallel["kernels_left"] == []
+    assert len(parallel["ran"]) == 4
     for name in PAGES:
         one = main_content(serial["outdir"] / f"{name}.html")
         two = main_content(parallel["outdir"] / f"{name}.html")
@@ -105,7 +108,8 @@ def test_parallel_build_gives_the_same_pages(serial, tmp_path_factory, rootdir):
 def test_other_builders_give_sensible_output(serial, buildername, tmp_path):
     built = _build(serial["src"], buildername, builddir=tmp_path)
     assert "WARNING" not in built["warnings"], built["warnings"]
-    assert "running" not in built["app"].status.getvalue()  # everything came from the store
+    state = built["app"].env.livecells_outcome
+    assert built["ran"] == [] and (state.ran, state.cached) == (0, 4)  # everything from the store
     out = built["outdir"]
     if buildername == "text":
         text = {name: (out / f"{name}.txt").read_text(encoding="utf-8") for name in PAGES}

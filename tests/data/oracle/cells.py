@@ -319,10 +319,15 @@ except KeyError as e:
     raise ValueError("wrapped") from e
 
 # %% pytorch error-recursion raises
-def forever(n):
-    return forever(n + 1)
+def forever(n, a=1, b=2, c=3, d=4):
+    # Each frame of the traceback shows these lines in colour: many short tokens.
+    a, b, c, d = (a + b * c - d) % 7, (b + c * d - a) % 7, (c + d * a - b) % 7, (d + a * b - c) % 7
+    x, y, z = [a, b, c, d][0:2], {"a": a, "b": b}.get("c", c), (a, b, c, d)[-1:]
+    return forever(n + 1, a, b, c, d) if n >= 0 and a + b + c + d >= 0 else (x, y, z)
 limit = sys.getrecursionlimit()
-sys.setrecursionlimit(800)  # a traceback of 180,000 characters, 72,000 without its colours
+# About 155 frames: a traceback of 135,000 characters, 72,000 without its colours, so over the
+# default livecells_output_limit only with them (IPython takes ~20 ms a frame to format).
+sys.setrecursionlimit(180)
 try:
     forever(0)
 finally:

@@ -1,2 +1,0 @@
-extensions = ["livecells"]
-livecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}
