@@ -109,8 +109,8 @@ class InProcessSession:
         import time
         import traceback
 
-        from livecells.model.records import CellRecord
         from livecells.execute.outputs import OutputCollector
+        from livecells.model.records import CellRecord
 
         self.count += 1
         collector = OutputCollector(self.output_limit, self.displays)

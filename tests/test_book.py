@@ -16,8 +16,9 @@ import nbformat
 import pytest
 from sphinx.testing.util import SphinxTestApp
 
-from helpers import FakeKernels, build_site, soup
 from livecells.cli.convert import convert_text
+
+from helpers import FakeKernels, build_site, soup
 
 DATA = Path(__file__).parent / "data" / "convert"
 

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import build_site, soup
 from livecells.cli.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
+
+from helpers import build_site, soup
 
 DATA = Path(__file__).parent / "data" / "convert"
 TABBED = DATA / "async-computation.d2lbook.rst"

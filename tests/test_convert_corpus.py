@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import build_site, d2l_corpus, soup
 from livecells.cli.convert import ConvertResult, convert_text, convert_tree
 
+from helpers import build_site, d2l_corpus, soup
 
 CORPUS = d2l_corpus()
 if CORPUS is None:

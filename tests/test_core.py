@@ -6,8 +6,9 @@ import json
 import re
 
 import pytest
-from helpers import build_site, cell_with, cells, meta, outputs, soup
+
 from conftest import kernel_processes
+from helpers import build_site, cell_with, cells, meta, outputs, soup
 
 pytestmark = pytest.mark.slow
 

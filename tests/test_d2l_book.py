@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from livecells.cli.convert import convert_text
+
 from conftest import kernel_processes
 from helpers import build_site, d2l_corpus, soup
-from livecells.cli.convert import convert_text
 
 # pybtex-apa-style, d2l's bibliography style, still writes pybtex's old `href [url, text]` form.
 pytestmark = pytest.mark.filterwarnings(r"ignore:href \[url, text\] is deprecated:DeprecationWarning")

@@ -24,13 +24,13 @@ from helpers import build_site, cells, outputs, soup
 
 distributed = pytest.importorskip("distributed")
 
-from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.config import read_config  # noqa: E402
 from livecells.execute.dask import DaskScheduler, ExecutorProblem, check_executor  # noqa: E402
 from livecells.execute.dask_worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
 from livecells.execute.forkserver import MARKER  # noqa: E402
 from livecells.execute.scheduler import SessionJob  # noqa: E402
+from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan  # noqa: E402
 
 PAGES = ["index", "one", "sub/two"]
@@ -302,7 +302,20 @@ def test_a_session_whose_workers_die_is_retried_once_then_reported_as_a_crash(cl
     assert parents.isdisjoint(killed)  # forked kernels: the parent is the template
     # The kernels and the templates of the killed workers die with them.
     daemons = [int(p) for p in (tmp_path / "daemons.txt").read_text().split()]
-    assert _gone(kernels + sorted(parents) + daemons, within=10)
+    everything = kernels + sorted(parents) + daemons
+    assert _gone(everything, within=10), _alive(everything)
+
+
+def _alive(pids: list[int]) -> list[str]:
+    """What still runs of ``pids``, for the failure message."""
+    found = []
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            found.append(f"{pid} {process.status()} ppid={process.ppid()} {' '.join(process.cmdline())[:120]}")
+        except psutil.Error:
+            continue
+    return found
 
 
 def test_a_session_whose_worker_dies_once_is_run_again_elsewhere(cluster, tmp_path):

@@ -13,12 +13,14 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import kernel_processes
-from livecells.model.frameworks import FrameworkSpec
+
 from livecells.config import LivecellsConfig
 from livecells.execute import template as template_program
 from livecells.execute.forkserver import MARKER, ForkedProcess, ForkServer
 from livecells.execute.kernel import KernelSession
+from livecells.model.frameworks import FrameworkSpec
+
+from conftest import kernel_processes
 
 pytestmark = pytest.mark.usefixtures("no_kernel_left")
 

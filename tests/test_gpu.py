@@ -12,9 +12,10 @@ import shutil
 
 import pytest
 
+from livecells.execute.devices import detect_gpus
+
 from conftest import kernel_processes
 from helpers import build_site, cell_with, meta, outputs, soup
-from livecells.execute.devices import detect_gpus
 
 GPUS = detect_gpus()
 pytestmark = [

@@ -30,12 +30,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import FakeKernels, build_site, cell_with, outputs, soup
+from livecells.model.text import css_name, strip_ansi, strip_controls
 from livecells.render.ansi import ansi_to_html
-from livecells.model.text import strip_ansi
-from livecells.store.schema import Invalid, check_output, check_session, repair_session
-from livecells.model.text import css_name, strip_controls
 from livecells.store.files import OutputStore
+from livecells.store.schema import Invalid, check_output, check_session, repair_session
+
+from helpers import FakeKernels, build_site, cell_with, outputs, soup
 
 EXT = str(Path(__file__).parents[1] / "ext")
 

@@ -449,9 +449,10 @@ def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, 
     import asyncio
 
     from jupyter_core.paths import jupyter_runtime_dir
-    from livecells.model.frameworks import FrameworkSpec
+
     from livecells.execute.forkserver import ForkServer
     from livecells.execute.kernel import KernelSession
+    from livecells.model.frameworks import FrameworkSpec
 
     async def session(server):
         factory = server.manager if server is not None else None

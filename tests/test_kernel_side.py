@@ -374,3 +374,50 @@ def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) ->
     assert text.split() == [hook.__file__, "False", "True"]
     assert where.time is not None and 0.05 <= timed.time < 5
     assert probe["sync_errors"] == [[1, "ValueError: sync failed"], [2, "ValueError: sync failed"]]
+
+
+def test_the_guard_kills_what_a_dead_kernel_left_wherever_it_went(tmp_path: Path) -> None:
+    """A kernel that dies before the build (its template died with a killed worker, say) leaves a
+    daemon re-parented to PID 1, out of every tree; it still carries the session's token."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from livecells.execute.reaper import SESSION_VARIABLE
+
+    token = "feedbeef" * 4
+    kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    pidfile = tmp_path / "daemon.pid"
+    daemon_code = (
+        "import os, subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+    )
+    env = {**os.environ, SESSION_VARIABLE: token}
+    subprocess.run([sys.executable, "-c", daemon_code], env=env, check=True)  # its parent exits
+    daemon = int(pidfile.read_text())
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env={**os.environ, SESSION_VARIABLE: "other"})
+    guard = Guard()
+    try:
+        if guard.process is None:
+            pytest.skip("no guard process on this platform")
+        guard.watch(kernel.pid, token)
+        kernel.kill()
+        kernel.wait()  # the kernel is gone first: its tree cannot be walked any more
+        assert psutil.Process(daemon).status() != psutil.STATUS_ZOMBIE
+        guard.close()  # as when the build dies: the pipe closes
+        deadline = time.monotonic() + 10
+        while psutil.pid_exists(daemon) and psutil.Process(daemon).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the daemon outlived the guard"
+            time.sleep(0.05)
+        assert other.poll() is None  # another session's process is not touched
+    finally:
+        other.kill()
+        other.wait()
+        for pid in (daemon,):
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass

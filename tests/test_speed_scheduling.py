@@ -11,11 +11,12 @@ import asyncio
 from typing import Any
 
 import pytest
-from livecells.model.frameworks import FrameworkSpec
+
 from livecells.execute.devices import GPU
 from livecells.execute.scheduler import LocalScheduler, SessionJob
-from livecells.model.records import CellRecord
+from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
+from livecells.model.records import CellRecord
 
 FRAMEWORK = FrameworkSpec(name="alpha", label="Alpha")
 

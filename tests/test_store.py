@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FakeKernels, build_site, cell_with, meta, outputs, soup
 from livecells.model.text import strip_ansi
 from livecells.store.files import FORMAT, OutputStore, StoreProblem
 
+from helpers import FakeKernels, build_site, cell_with, meta, outputs, soup
 
 ALL = [("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")]
 

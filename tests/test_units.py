@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from livecells.render.ansi import ansi_to_html
-from livecells.model.text import strip_ansi
-from livecells.model.frameworks import DEFAULT_FRAMEWORKS, TORCH_SYNC
 from livecells.config import read_config
-from livecells.model.records import CellRecord
 from livecells.execute.outputs import MAX_OUTPUTS, OutputCollector
+from livecells.model.frameworks import DEFAULT_FRAMEWORKS, TORCH_SYNC
+from livecells.model.records import CellRecord
 from livecells.model.streams import process_stream
+from livecells.model.text import strip_ansi
+from livecells.render.ansi import ansi_to_html
 
 
 def test_known_frameworks_keep_their_defaults_when_partly_configured():

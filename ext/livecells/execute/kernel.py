@@ -34,10 +34,10 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
 from livecells.execute import hook
-from livecells.model.frameworks import FrameworkSpec
-from livecells.model.records import CellRecord
 from livecells.execute.outputs import OutputCollector, SessionDisplays
 from livecells.execute.reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
+from livecells.model.frameworks import FrameworkSpec
+from livecells.model.records import CellRecord
 
 
 @functools.cache
@@ -189,7 +189,7 @@ class KernelSession:
         )
         self.pid = getattr(self.km.provisioner, "pid", None)
         if self.guard is not None and self.pid:
-            self.guard.watch(self.pid)
+            self.guard.watch(self.pid, self.token)
         spec = self.km.kernel_spec
         if spec is not None:
             self.kernelspec = {

@@ -133,21 +133,27 @@ def reap(pids: Iterable[int]) -> None:
 
 
 def _guard_main(argv: list[str]) -> None:
-    """The guard: ``+PID`` / ``-PID`` lines on stdin; at EOF, kill every tree still registered."""
+    """The guard: ``+PID [TOKEN]`` / ``-PID`` lines on stdin; at EOF, kill every tree still
+    registered, and every process that carries a registered kernel's session token, wherever
+    it went."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the build's to handle
     watched: dict[int, int | None] = {}  # pid -> pidfd (None: no pidfd_open on this system)
+    tokens: dict[int, bytes] = {}  # pid -> its SESSION_VARIABLE entry (kernels have one)
     for line in sys.stdin:
-        line = line.strip()
-        if not line[1:].isdigit():
+        head, _, token = line.strip().partition(" ")
+        if not head[1:].isdigit():
             continue
-        pid = int(line[1:])
-        if line[0] == "+":
+        pid = int(head[1:])
+        if head[0] == "+":
             try:
                 watched[pid] = os.pidfd_open(pid)
             except (AttributeError, OSError):
                 watched[pid] = None
-        elif line[0] == "-" and pid in watched:
+            if token:  # a forked kernel's /proc environ is its template's: the token comes here
+                tokens[pid] = f"{SESSION_VARIABLE}={token}".encode()
+        elif head[0] == "-" and pid in watched:
             fd = watched.pop(pid)
+            tokens.pop(pid, None)
             if fd is not None:
                 os.close(fd)
     for pid, fd in watched.items():
@@ -157,6 +163,32 @@ def _guard_main(argv: list[str]) -> None:
             except OSError:
                 continue
         kill_tree(pid)
+    # A kernel that died first (its template died with the build, say) left its descendants to
+    # whichever subreaper was still alive, or PID 1: they still carry its session's token.
+    kill_carrying(set(tokens.values()))
+
+
+def session_entry(pid: int) -> bytes | None:
+    """The ``SESSION_VARIABLE=...`` entry of ``pid``'s environment, if it has one."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            entries = handle.read().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{SESSION_VARIABLE}=".encode()
+    return next((e for e in entries if e.startswith(prefix)), None)
+
+
+def kill_carrying(entries: set[bytes]) -> list[int]:
+    """Kill (with their trees) every process that carries one of these session entries."""
+    if not entries:
+        return []
+    me = os.getpid()
+    killed: list[int] = []
+    for pid, (_, state) in process_table().items():
+        if pid != me and state not in "ZX" and session_entry(pid) in entries:
+            killed += kill_tree(pid)
+    return killed
 
 
 class Guard:
@@ -188,8 +220,10 @@ class Guard:
         except (OSError, ValueError):
             pass
 
-    def watch(self, pid: int) -> None:
-        self._send(f"+{pid}")
+    def watch(self, pid: int, token: str = "") -> None:
+        """Kill ``pid``'s tree if the build dies; and every process that carries ``token`` as its
+        :data:`SESSION_VARIABLE` (what is left of a kernel that died first)."""
+        self._send(f"+{pid} {token}" if token.isalnum() else f"+{pid}")
 
     def unwatch(self, pid: int) -> None:
         self._send(f"-{pid}")

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+
 @dataclass(frozen=True)
 class CellPlan:
     """One cell as the sessions that run it see it."""
