@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import time
 from typing import Any
 
-import subprocess
-
-from jupyter_client.manager import AsyncKernelManager, KernelManager
-
 import benchlib
 from benchlib import median
+from jupyter_client.manager import AsyncKernelManager, KernelManager
 
-from livecells.model.frameworks import FrameworkSpec
 from livecells.execute.kernel import KernelSession
+from livecells.model.frameworks import FrameworkSpec
 
 CODE = "x = 1"
 WARMUP = 5

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ext"))
 
 import benchlib  # noqa: E402
 
-from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.config import LivecellsConfig
 from livecells.execute.forkserver import ForkServer  # noqa: E402
 from livecells.execute.kernel import KernelSession  # noqa: E402
+from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 
 
 async def ready_time(
