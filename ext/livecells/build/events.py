@@ -65,7 +65,7 @@ def on_env_get_outdated(
             outdated.append(docname)
             continue
         keys, _ = page_keys(app, page)
-        if keys != seen.get("keys") or file_digest(str(store.path(docname))) != seen.get("store"):
+        if keys != seen.get("keys") or file_digest(str(store.path(docname)), file_hashes(env)) != seen.get("store"):
             outdated.append(docname)
     return outdated
 
@@ -80,7 +80,8 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
         seen[docname] = {
             "mode": _mode_signature(config),
             "keys": run.keys[docname],
-            "store": file_digest(str(run.store.path(docname))),
+            # Kept in the hashes by size, times and inode: an unchanged store file is not read again.
+            "store": file_digest(str(run.store.path(docname)), file_hashes(env)),
         }
     for docname in [d for d in seen if d not in plans(env)]:
         del seen[docname]

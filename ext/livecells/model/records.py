@@ -219,10 +219,6 @@ class BuildOutcome:
     def session(self, page: str, framework: str) -> SessionOutcome | None:
         return self.sessions.get((page, framework))
 
-    def page_records(self, page: str) -> dict[str, SessionRecord]:
-        """This build's records of the page's sessions, by framework."""
-        return {fw: record for (name, fw), record in self.records.items() if name == page}
-
 
 #: The build environment's attribute that holds the build's outcome.
 OUTCOME_ATTRIBUTE = "livecells_outcome"

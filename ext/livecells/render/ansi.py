@@ -18,6 +18,15 @@ import re
 from livecells.model.text import ESCAPE, strip_controls
 
 COLOURS = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"]
+#: SGR codes that set a class, and the slot it takes (bold, underline, fore- or background).
+_SGR_SETS: dict[int, tuple[str, str]] = {1: ("bold", "ansi-bold"), 4: ("underline", "ansi-underline")}
+for _n, _colour in enumerate(COLOURS):
+    _SGR_SETS[30 + _n] = ("fg", f"ansi-{_colour}-fg")
+    _SGR_SETS[90 + _n] = ("fg", f"ansi-{_colour}-intense-fg")
+    _SGR_SETS[40 + _n] = ("bg", f"ansi-{_colour}-bg")
+    _SGR_SETS[100 + _n] = ("bg", f"ansi-{_colour}-intense-bg")
+#: SGR codes that end a slot's class.
+_SGR_RESETS = {22: "bold", 24: "underline", 39: "fg", 49: "bg"}
 
 
 def ansi_to_html(text: str) -> str:
@@ -67,26 +76,11 @@ def _apply_sgr(classes: dict[str, str], params: str) -> None:
         code = codes[i]
         if code == 0:
             classes.clear()
-        elif code == 1:
-            classes["bold"] = "ansi-bold"
-        elif code == 22:
-            classes.pop("bold", None)
-        elif code == 4:
-            classes["underline"] = "ansi-underline"
-        elif code == 24:
-            classes.pop("underline", None)
-        elif 30 <= code <= 37:
-            classes["fg"] = f"ansi-{COLOURS[code - 30]}-fg"
-        elif 90 <= code <= 97:
-            classes["fg"] = f"ansi-{COLOURS[code - 90]}-intense-fg"
-        elif code == 39:
-            classes.pop("fg", None)
-        elif 40 <= code <= 47:
-            classes["bg"] = f"ansi-{COLOURS[code - 40]}-bg"
-        elif 100 <= code <= 107:
-            classes["bg"] = f"ansi-{COLOURS[code - 100]}-intense-bg"
-        elif code == 49:
-            classes.pop("bg", None)
+        elif code in _SGR_SETS:
+            slot, name = _SGR_SETS[code]
+            classes[slot] = name
+        elif code in _SGR_RESETS:
+            classes.pop(_SGR_RESETS[code], None)
         elif code in (38, 48) and i + 1 < len(codes):
             # 256-colour and true-colour forms: skip their arguments, keep no colour.
             i += 2 if codes[i + 1] == 5 else 4

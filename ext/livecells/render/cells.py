@@ -66,7 +66,7 @@ class RenderLiveCells(SphinxPostTransform):
             self.cell_plans = {c.index: c for c in plan.cells} if plan is not None else {}
             self.outputs = Outputs(_app(self).builder, self.config_, self.env.docname)
             # The page's store file is read and matched once, for the page and its notebooks.
-            sessions = page_records(self.outcome, docname) if plan is not None else {}
+            sessions = page_records(self.outcome, plan) if plan is not None else {}
             matched = matched_results(plan, self.outcome, sessions, _app(self).tags) if plan is not None else {}
             self.shown = {
                 (index, fw): Shown(self._source(docname, fw), result, session)

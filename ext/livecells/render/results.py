@@ -28,16 +28,22 @@ from livecells.store import OutputStore, StoreProblem
 Matched = dict[tuple[int, str], tuple[CellRecord, SessionRecord]]
 
 
-def page_records(outcome: BuildOutcome, docname: str) -> dict[str, SessionRecord]:
+def page_records(outcome: BuildOutcome, plan: PagePlan) -> dict[str, SessionRecord]:
     """The page's sessions by framework, as the build's outcome says: this build's records, and
     the stored ones of the sessions it took from the store (the page's file is read once here)."""
-    records = outcome.page_records(docname)
-    from_store = [
-        fw for (page, fw), session in outcome.sessions.items() if page == docname and session.origin == "store"
-    ]
+    records: dict[str, SessionRecord] = {}
+    from_store = []
+    for framework in plan.frameworks:
+        session = outcome.session(plan.docname, framework)
+        if session is None:
+            continue
+        if session.origin == "run" and (plan.docname, framework) in outcome.records:
+            records[framework] = outcome.records[(plan.docname, framework)]
+        elif session.origin == "store":
+            from_store.append(framework)
     if from_store and outcome.store:
         try:
-            stored = OutputStore(outcome.store).records(docname)
+            stored = OutputStore(outcome.store).records(plan.docname)
         except StoreProblem:
             stored = {}  # reported when the build planned this page
         records.update({fw: stored[fw] for fw in from_store if fw in stored})
