@@ -324,3 +324,35 @@ def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(
     assert fresh["state"]["build_side"] == []  # nor in a forked kernel (a == b): the template has none
     for name in ("random", "numpy"):
         assert len({fresh["draws"][name], forked["draws"][name], again["draws"][name]}) == 3, name
+
+
+def test_history_is_the_sessions_own_and_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build neither reads nor writes the author's IPython history: a fresh and a forked kernel
+    keep their input history in memory (no SQLite file under IPYTHONDIR), and ``%history``
+    and ``In`` still show the session's own cells, and only those."""
+    ipython_dir = tmp_path / "ipython"
+    monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))  # before the template starts
+    cwd = tmp_path / "page"
+    cwd.mkdir()
+
+    async def session(factory: Any) -> list[str]:
+        async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
+            await k.run_cell("a = 'first cell'", 30)
+            shown = await k.run_cell("%history -n", 30)
+            where = await k.run_cell("print(get_ipython().history_manager.hist_file); print(len(In))", 30)
+            return [stdout(shown), stdout(where), bool(isinstance(k.km.provisioner.process, ForkedProcess))]
+
+    with ForkServer() as server:
+
+        async def sessions() -> list[list[Any]]:
+            assert await server.ready(PLAIN)
+            return [await session(None), await session(server.manager), await session(server.manager)]
+
+        runs = run(sessions())
+    assert [forked for *_, forked in runs] == [False, True, True]
+    for shown, where, _ in runs:
+        assert shown.splitlines() == ["   1: a = 'first cell'", "   2: %history -n"]
+        assert where.split() == [":memory:", "4"]
+    assert not list(ipython_dir.rglob("history.sqlite*"))

@@ -161,6 +161,48 @@ def test_drain_waits_for_the_pipe_to_empty_but_not_past_its_timeout() -> None:
         os.close(write)
 
 
+@pytest.mark.skipif(hook.READ_SYSCALL is None, reason="no known read syscall number here")
+def test_the_pipe_reader_is_idle_only_while_it_blocks_reading_the_pipe() -> None:
+    """What the drain waits for, seen from /proc: a reader blocked in read() on the pipe is
+    idle; one that holds a chunk it has read (here: still writing it on) is not, and the drain
+    waits for it."""
+    read, write = os.pipe()
+    go_on, holding = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        while os.read(read, 100) != b"end":
+            holding.set()
+            go_on.wait(5)  # holds the chunk, outside read()
+            go_on.clear()
+
+    thread = threading.Thread(target=reader)
+    stream = types.SimpleNamespace(_fid=read, watch_fd_thread=thread)
+    try:
+        thread.start()
+        deadline = time.monotonic() + 5
+        while hook.reader_idle(stream) is not True and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert hook.reader_idle(stream) is True
+        os.write(write, b"chunk")
+        assert holding.wait(5)
+        assert hook.reader_idle(stream) is False
+        threading.Timer(0.15, go_on.set).start()
+        started = time.monotonic()
+        hook.drain_fd_output([stream], timeout=5)  # the pipe is empty, but the chunk is held
+        assert 0.14 < time.monotonic() - started < 2
+        assert hook.reader_idle(stream) is True
+        started = time.monotonic()
+        hook.drain_fd_output([stream], timeout=5)  # idle: no wait at all
+        assert time.monotonic() - started < 0.05
+        # What cannot be seen counts as unknown, never as idle.
+        assert hook.reader_idle(types.SimpleNamespace(_fid=read)) is None
+    finally:
+        os.write(write, b"end")
+        thread.join(5)
+        os.close(read)
+        os.close(write)
+
+
 def test_the_hook_sent_is_the_file_read_once_and_install_called_with_the_settings() -> None:
     assert hook_source() is hook_source()  # cached: read once per process
     assert hook_source() == Path(hook.__file__).read_text(encoding="utf-8")

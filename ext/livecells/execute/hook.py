@@ -70,38 +70,81 @@ def record_sync_error(state: Any, result: Any, err: BaseException) -> None:
         state.sync_errors.append([count, f"{type(err).__name__}: {err}"[:SYNC_ERROR_CHARS]])
 
 
+#: The ``read`` system call's number, where the reader thread's state can be read from
+#: ``/proc`` (see :func:`reader_idle`); elsewhere the drain waits a little instead.
+READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63}.get(platform.machine().lower())
+
+
+def reader_idle(stream: Any) -> bool | None:
+    """Whether ipykernel's thread that reads ``stream``'s fd pipe (``watch_fd_thread``) is
+    blocked reading that pipe, so holds nothing it has read and not yet written; None when
+    this system cannot say (then :func:`drain_fd_output` waits a little instead)."""
+    thread = getattr(stream, "watch_fd_thread", None)
+    tid = getattr(thread, "native_id", None)
+    fid = getattr(stream, "_fid", None)
+    if READ_SYSCALL is None or not isinstance(tid, int) or not isinstance(fid, int):
+        return None
+    try:
+        with open(f"/proc/self/task/{tid}/syscall", "rb") as handle:
+            fields = handle.read().split()
+    except OSError:
+        return None
+    # "NR ARG1 ...", or "running", or "-1 SP PC" (between calls): only read(fid) is idle.
+    return len(fields) > 1 and fields[0] == str(READ_SYSCALL).encode() and fields[1] == hex(fid).encode()
+
+
+def _libc_fflush() -> Callable[[Any], Any] | None:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).fflush
+    except Exception:
+        return None
+
+
+_FFLUSH: list[Callable[[Any], Any] | None] = []
+
+
 def drain_fd_output(streams: Sequence[Any] | None = None, timeout: float = 2.0) -> None:
     """Let output that C code wrote to fds 1 and 2 reach the cell before the kernel goes idle.
 
     ipykernel forwards those fds through a pipe read by a thread (the read end is a stream's
     ``_fid``); what is still in the pipe when the cell ends would otherwise show up under a
-    later cell, or nowhere.
+    later cell, or nowhere. Done when the pipe is empty and its reader is back in ``read`` (it
+    holds no chunk it has read but not written); where that cannot be seen, 1 ms after the pipe
+    is empty.
     """
-    import ctypes
     import fcntl
     import struct
     import termios
 
-    try:
-        ctypes.CDLL(None).fflush(None)  # C stdio buffers
-    except Exception:
-        pass
+    if not _FFLUSH:
+        _FFLUSH.append(_libc_fflush())
+    if _FFLUSH[0] is not None:
+        try:
+            _FFLUSH[0](None)  # C stdio buffers
+        except Exception:
+            pass
     deadline = time.monotonic() + timeout
-    waited = False
+    unsure = False
     for stream in (sys.stdout, sys.stderr) if streams is None else streams:
         fid = getattr(stream, "_fid", None)
         if fid is None:
             continue
-        waited = True
         while time.monotonic() < deadline:
             try:
                 pending = struct.unpack("i", fcntl.ioctl(fid, termios.FIONREAD, b"\0" * 4))[0]
             except OSError:
                 break
             if not pending:
-                break
+                # Empty first, then the reader in read(): it finished what it took before.
+                idle = reader_idle(stream)
+                if idle is None:
+                    unsure = True
+                if idle is not False:
+                    break
             time.sleep(0.0005)
-    if waited:
+    if unsure:
         time.sleep(0.001)  # the reader thread may hold a last chunk it has read but not written
 
 

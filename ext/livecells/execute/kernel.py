@@ -35,7 +35,14 @@ from jupyter_core.paths import jupyter_runtime_dir
 
 from livecells.execute import hook
 from livecells.execute.outputs import OutputCollector, SessionDisplays
-from livecells.execute.reaper import SESSION_VARIABLE, Guard, kill_adopted, kill_tree, reap
+from livecells.execute.reaper import (
+    SESSION_VARIABLE,
+    Guard,
+    kill_adopted,
+    kill_tree,
+    process_table,
+    reap,
+)
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.records import CellRecord
 
@@ -71,6 +78,12 @@ def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     return value if isinstance(value, dict) else {}
 
+
+#: Given to every kernel livecells starts. Its input history lives in memory, for this session
+#: only: a build never reads or writes the author's IPython history (``~/.ipython``), whose
+#: SQLite file concurrent kernels would also contend for (a commit after every cell, on a thread
+#: of its own); ``%history`` and ``In`` still show the session's cells.
+KERNEL_ARGUMENTS = ("--HistoryManager.hist_file=:memory:",)
 
 TIME_EXPRESSION = f"__import__('sys').modules[{hook.STATE!r}].last"
 PROBE_EXPRESSION = f"__import__('json').dumps(__import__('sys').modules[{hook.STATE!r}].probe())"
@@ -185,7 +198,11 @@ class KernelSession:
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in shutdown()
         output = self._log if self._log is not None else asyncio.subprocess.DEVNULL
         await self.km.start_kernel(
-            cwd=self.cwd, env=self._environment(), stdout=output, stderr=output
+            cwd=self.cwd,
+            env=self._environment(),
+            stdout=output,
+            stderr=output,
+            extra_arguments=list(KERNEL_ARGUMENTS),
         )
         self.pid = getattr(self.km.provisioner, "pid", None)
         if self.guard is not None and self.pid:
@@ -204,7 +221,9 @@ class KernelSession:
         self.kc.context.setsockopt(zmq.RECONNECT_IVL, 10)
         # No receive limit: ZMQ would drop IOPub messages (output) while the client is busy.
         self.kc.context.setsockopt(zmq.RCVHWM, 0)
-        self.kc.start_channels()
+        # Shell and IOPub only: no stdin (cells run with allow_stdin=False), no heartbeat (the
+        # process itself says whether the kernel lives), no control (the manager has its own).
+        self.kc.start_channels(stdin=False, hb=False, control=False)
         # The hook is sent at once: the shell socket queues it until the kernel listens, and
         # its reply says that the kernel is up, with no polling (each poll is a request the
         # kernel answers once it is up). Only the reply is read (the hook is silent: its IOPub
@@ -429,8 +448,12 @@ class KernelSession:
         or session (they stay in its tree: the kernel is a subreaper), and orphans of a kernel
         that died before (they carry the session's token)."""
         pid, self.pid = self.pid, None
-        killed = kill_tree(pid) if pid else []
-        killed += kill_adopted(self.token, exclude=[pid] if pid else [])
+        if pid:  # stopped before /proc is read: nothing it forks later is missed
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        table = process_table()  # one walk of /proc for both: orphans are there from before
+        killed = kill_tree(pid, table=table) if pid else []
+        killed += kill_adopted(self.token, exclude=[pid] if pid else [], table=table)
         if pid and self.guard is not None:
             self.guard.unwatch(pid)
         self._killed = [p for p in killed if p != pid]

@@ -92,11 +92,17 @@ def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> l
     return found
 
 
-def kill_tree(root: int, include_root: bool = True, rounds: int = 200) -> list[int]:
+def kill_tree(
+    root: int,
+    include_root: bool = True,
+    rounds: int = 200,
+    table: dict[int, tuple[int, str]] | None = None,
+) -> list[int]:
     """Stop ``root``, SIGKILL its descendants until none is left, then kill ``root`` too.
 
     ``root`` should be a subreaper (its orphans then stay in its tree); a process that forks
-    while the walk runs is found in the next round. Returns every pid signalled.
+    while the walk runs is found in the next round. ``table``: a :func:`process_table` read
+    after ``root`` was stopped, for the first round. Returns every pid signalled.
     """
     killed: list[int] = []
     try:
@@ -104,7 +110,8 @@ def kill_tree(root: int, include_root: bool = True, rounds: int = 200) -> list[i
     except OSError:
         include_root = False  # gone already: what is left of its tree went to a subreaper above
     for _ in range(rounds):
-        found = [pid for pid in descendants(root) if pid != os.getpid()]
+        found = [pid for pid in descendants(root, table) if pid != os.getpid()]
+        table = None
         if not found:
             break
         for pid in found:
@@ -252,14 +259,17 @@ def _environ_has(pid: int, entry: bytes) -> bool:
         return False
 
 
-def kill_adopted(token: str, exclude: Iterable[int] = ()) -> list[int]:
+def kill_adopted(
+    token: str, exclude: Iterable[int] = (), table: dict[int, tuple[int, str]] | None = None
+) -> list[int]:
     """Kill (with their trees) and reap this process's children that carry ``token`` as their
-    :data:`SESSION_VARIABLE`: orphans of a session's kernel that died before its shutdown."""
+    :data:`SESSION_VARIABLE`: orphans of a session's kernel that died before its shutdown
+    (``table``: a :func:`process_table` read since it died, or None to read one)."""
     if not sys.platform.startswith("linux"):
         return []
     entry = f"{SESSION_VARIABLE}={token}".encode()
     skip = set(exclude)
-    table = process_table()
+    table = process_table() if table is None else table
     me = os.getpid()
     adopted = [
         pid
