@@ -460,11 +460,12 @@ def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, 
             result = await k.run_cell(FORKED_PRINT, 30)
             tree = [psutil.Process(k.pid), *psutil.Process(k.pid).children(recursive=True)]
             inet = [c for p in tree for c in p.net_connections(kind="inet")]
-            return result, inet, k._ipc_prefix
+            return result, inet, k._ipc_prefix, k.km.connection_file
 
     with ForkServer(enabled=fork) as server:
-        result, inet, prefix = asyncio.run(session(server))
+        result, inet, prefix, connection_file = asyncio.run(session(server))
     assert inet == []  # neither listening nor connected: every socket is IPC
     assert "".join(o.get("text", "") for o in result.outputs) == "from the forked child\nfrom the kernel\n"
     left = [n for n in os.listdir(jupyter_runtime_dir()) if n.startswith(os.path.basename(prefix))]
-    assert left == []
+    assert left == []  # nor its connection file: the shutdown cleaned up what jupyter_client made
+    assert os.path.isabs(connection_file) and not os.path.exists(connection_file)
