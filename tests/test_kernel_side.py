@@ -196,9 +196,13 @@ def test_the_pipe_reader_is_idle_only_while_it_blocks_reading_the_pipe() -> None
         assert time.monotonic() - started < 0.05
         # What cannot be seen counts as unknown, never as idle.
         assert hook.reader_idle(types.SimpleNamespace(_fid=read)) is None
-    finally:
         os.write(write, b"end")
         thread.join(5)
+        assert hook.reader_idle(stream) is None  # a reader that has ended says nothing
+    finally:
+        if thread.is_alive():
+            os.write(write, b"end")
+            thread.join(5)
         os.close(read)
         os.close(write)
 

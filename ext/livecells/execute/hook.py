@@ -84,6 +84,8 @@ def reader_idle(stream: Any) -> bool | None:
     fid = getattr(stream, "_fid", None)
     if READ_SYSCALL is None or not isinstance(tid, int) or not isinstance(fid, int):
         return None
+    if not thread.is_alive():  # the pipe was closed (a cell closed fds 1 and 2): its id may be reused
+        return None
     try:
         with open(f"/proc/self/task/{tid}/syscall", "rb") as handle:
             fields = handle.read().split()
