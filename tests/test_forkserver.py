@@ -216,7 +216,9 @@ def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
 
     async def sessions(server: ForkServer, disabled: ForkServer) -> tuple[str, Any]:
         assert not await server.ready(broken)
-        with pytest.raises(RuntimeError, match="could not prepare the kernel"):  # as without forks
+        # As without forks; the hook's error, by name and message (it is a user expression).
+        why = "could not prepare the kernel: ModuleNotFoundError: No module named 'no_such_module_livecells'"
+        with pytest.raises(RuntimeError, match=why):
             async with KernelSession(broken, cwd=tmp_path, manager_factory=server.manager):
                 pass
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=disabled.manager) as k:
