@@ -372,7 +372,11 @@ print(_j.dumps({
     "config": {k: dict(v) for k, v in _app.config.items() if k != "IPKernelApp"},
     "app_config": {k: v for k, v in _app.config.get("IPKernelApp", {}).items()
                    if k not in ("connection_file", "parent_handle")},
-    "shell_config": [_ip.config is _app.config, _ip.parent is _app.kernel],
+    "shell_config": [_ip.config is _app.config, _ip.parent is _app.kernel,
+                     all(c.config is _app.config for c in _ip.configurables),
+                     all(f.config is _app.config for f in _ip.display_formatter.formatters.values())],
+    "cli_config": {k: dict(v) for k, v in _app.cli_config.items() if k != "IPKernelApp"},
+    "cli_app": sorted(_app.cli_config.get("IPKernelApp", {})),
     "argv": [a for a in _app.argv if not a.endswith(".json") and "parent_handle" not in a],
     "connection_file": _app.connection_file,
     "profile": [_app.profile, _app.ipython_dir, _ip.profile_dir.location],
@@ -453,7 +457,10 @@ def test_a_preinitialised_kernel_app_and_shell_are_invisible_to_cells(tmp_path: 
         # shell does, before the IOPub thread's): CPython keeps its slot, empty, and counts it.
         assert b["exit_hooks"][0] == a["exit_hooks"][0] + 1
         a["exit_hooks"][0] = b["exit_hooks"][0] = None
-        for name in ("preinitialised", "connection_file", "hidden_dir_stack"):
+        # A forked kernel is told its parent on its command line (its parent is the template),
+        # a fresh one by JPY_PARENT_PID; the next test compares it with a full launch's.
+        assert b["cli_app"] == ["connection_file", "parent_handle"] and a["cli_app"] == ["connection_file"]
+        for name in ("preinitialised", "connection_file", "hidden_dir_stack", "cli_app"):
             a.pop(name), b.pop(name)
         assert a == b
         assert found["counts"] == fresh["counts"] == [1, 2, 3, 4]
@@ -554,7 +561,7 @@ def test_a_configured_shell_subclass_is_built_by_the_kernel(
     a, b = dict(fresh["state"]), dict(forked["state"])
     assert b["exit_hooks"][0] == a["exit_hooks"][0] + 1  # an empty slot, as in the test above
     a["exit_hooks"][0] = b["exit_hooks"][0] = None
-    for name in ("preinitialised", "connection_file", "hidden_dir_stack"):
+    for name in ("preinitialised", "connection_file", "hidden_dir_stack", "cli_app"):
         a.pop(name), b.pop(name)
     assert a == b
     assert fresh["second"] == forked["second"] == "3\n"

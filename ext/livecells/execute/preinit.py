@@ -171,15 +171,24 @@ def start_kernel(request: Mapping[str, Any], parent: int, template: Mapping[str,
         return
     from ipykernel.zmqshell import ZMQInteractiveShell
     from IPython.core.application import BaseIPythonApplication
-    from traitlets.config import Config
 
+    app = kernelapp.IPKernelApp.instance()
+    try:
+        # What parsing ``-f FILE ... --IPKernelApp.parent_handle=PID`` adds to the template's
+        # configuration (the rest of the arguments are the template's own), last, over the
+        # config files'. In place: the template's shell and its parts share this config object,
+        # as a fresh kernel's all share its app's.
+        for config in (app.config, app.cli_config):
+            config.IPKernelApp.connection_file = file
+            config.IPKernelApp.parent_handle = parent
+        app.connection_file, app.parent_handle, app.argv = file, parent, list(argv)
+    except Exception:  # noqa: BLE001 - nothing is open yet: the full launch (the log says why)
+        traceback.print_exc(file=sys.__stderr__)
+        forget()
+        kernelapp.launch_new_instance(argv=argv)
+        return
     if ZMQInteractiveShell.initialized():  # the kernel asks for its shell: it gets the template's
         ZMQInteractiveShell.instance = classmethod(_adopt_shell)
-    app = kernelapp.IPKernelApp.instance()
-    # What parsing ``-f FILE ... --IPKernelApp.parent_handle=PID`` adds over the template's
-    # configuration (its arguments are the template's own): last, over the config files'.
-    app.update_config(Config({"IPKernelApp": {"connection_file": file, "parent_handle": parent}}))
-    app.argv = list(argv)
     sys.excepthook = app.excepthook  # the crash handler, as in a fresh kernel
     app.livecells_preinitialised = True  # not a trait: for tests, which check the path taken
     # The rest of IPKernelApp.initialize (sockets, threads, kernel, shell) without its first
@@ -210,11 +219,11 @@ def _adopt_shell(cls: Any, *args: Any, **kwargs: Any) -> Any:
         and kwargs.get("user_ns") is None
         and kwargs.get("profile_dir") is shell.profile_dir
         and kwargs.get("compiler_class") is shell.compiler_class
+        and parent.config is shell.config  # the app's (see start_kernel)
     )
     if expected:
         try:
             shell.parent = parent
-            shell.config = parent.config  # the kernel's (its connection file, its parent)
             shell.kernel = kwargs.get("kernel")
             shell.init_environment()  # TERM, PAGER...: into this kernel's own environment
             shell.starting_dir = os.getcwd()
