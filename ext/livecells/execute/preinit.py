@@ -6,16 +6,17 @@ first step (the command-line parser built from every configurable class, logging
 directory, the config files) and in building its ``ZMQInteractiveShell`` (magics, formatters,
 prefilters, completer, traceback handlers). Both are the same for every kernel of a template:
 :func:`prepare` does them in the template, with the kernels' known extra arguments; a child
-(:func:`start_kernel`) then only applies its connection file and parent, builds its sockets,
-threads and kernel, and gives the shell what no two kernels share (:func:`_adopt_shell`: its
-history, ``In``/``Out``/``_dh``, the environment the shell sets, its starting directory, its
-kernel, its config, its exit hook).
+(:func:`start_kernel`) then only adds its connection file and parent to the configuration
+(in place: the app, the shell and its parts share one config object, as in a fresh kernel),
+builds its sockets, threads and kernel, and gives the shell what no two kernels share
+(:func:`_adopt_shell`: its history, ``In``/``Out``/``_dh``, the environment the shell sets, its
+starting directory, its kernel, its exit hook).
 
 Anything else falls back to the full launch (``ipykernel_launcher``'s): a launch whose arguments
 are not ``-f CONNECTION_FILE`` followed by the template's own, a session environment that
-differs from the template's outside the variables no configuration reads, a configured shell
-subclass or other shell arguments, or a failure of either step (another ipykernel or IPython,
-say; the template's log says why).
+differs from the template's outside the variables no configuration reads, or a failure of
+:func:`prepare` (another ipykernel or IPython, say; the template's log says why). A kernel that
+asks for another shell (a configured subclass, other arguments) builds its own.
 
 Like :mod:`.template`, it runs in the kernel's own Python, loaded by path: it imports only the
 standard library at the top (ipykernel and IPython inside the functions).
