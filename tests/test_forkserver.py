@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ import pytest
 from livecells.config import LivecellsConfig
 from livecells.execute import template as template_program
 from livecells.execute.forkserver import MARKER, ForkedProcess, ForkServer
-from livecells.execute.kernel import KernelSession
+from livecells.execute.kernel import KERNEL_ARGUMENTS, KernelSession
 from livecells.model.frameworks import FrameworkSpec
 
 from conftest import kernel_processes
@@ -215,7 +216,9 @@ def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
 
     async def sessions(server: ForkServer, disabled: ForkServer) -> tuple[str, Any]:
         assert not await server.ready(broken)
-        with pytest.raises(RuntimeError, match="could not prepare the kernel"):  # as without forks
+        # As without forks; the hook's error, by name and message (it is a user expression).
+        why = "could not prepare the kernel: ModuleNotFoundError: No module named 'no_such_module_livecells'"
+        with pytest.raises(RuntimeError, match=why):
             async with KernelSession(broken, cwd=tmp_path, manager_factory=server.manager):
                 pass
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=disabled.manager) as k:
@@ -356,3 +359,209 @@ def test_history_is_the_sessions_own_and_in_memory(
         assert shown.splitlines() == ["   1: a = 'first cell'", "   2: %history -n"]
         assert where.split() == [":memory:", "4"]
     assert not list(ipython_dir.rglob("history.sqlite*"))
+
+
+# The kernel app and shell as a cell sees them (asked first thing, before anything is imported).
+APP_STATE = """\
+import json as _j, os as _o, sys as _s, threading as _t
+from ipykernel.kernelapp import IPKernelApp as _A
+_app, _ip = _A.instance(), get_ipython()
+print(_j.dumps({
+    "preinitialised": [getattr(_app, "livecells_preinitialised", False),
+                       getattr(_ip, "livecells_template_shell", False)],
+    "config": {k: dict(v) for k, v in _app.config.items() if k != "IPKernelApp"},
+    "app_config": {k: v for k, v in _app.config.get("IPKernelApp", {}).items()
+                   if k not in ("connection_file", "parent_handle")},
+    "shell_config": [_ip.config is _app.config, _ip.parent is _app.kernel,
+                     all(c.config is _app.config for c in _ip.configurables),
+                     all(f.config is _app.config for f in _ip.display_formatter.formatters.values())],
+    "cli_config": {k: dict(v) for k, v in _app.cli_config.items() if k != "IPKernelApp"},
+    "cli_app": sorted(_app.cli_config.get("IPKernelApp", {})),
+    "argv": [a for a in _app.argv if not a.endswith(".json") and "parent_handle" not in a],
+    "connection_file": _app.connection_file,
+    "profile": [_app.profile, _app.ipython_dir, _ip.profile_dir.location],
+    "log_level": _app.log_level,
+    "excepthook": getattr(_s.excepthook, "__qualname__", type(_s.excepthook).__name__),
+    "streams": [_s.stdout.name, _s.stderr.name, type(_s.stdout).__name__, _s.stdin is _s.__stdin__],
+    "threads": sorted(type(t).__name__ for t in _t.enumerate()),
+    "main_is_user_module": _s.modules["__main__"] is _ip.user_module,
+    "names": sorted(k for k in globals() if not k.startswith("_")),
+    "hidden_dir_stack": [_dh, _ip.run_line_magic("pwd", "")],
+    "history": [len(In), len(Out), len(_ih), len(_ip.history_manager.input_hist_raw)],
+    "tmp": __import__("tempfile").gettempdir(),
+    "shell": [type(_ip).__name__, type(_ip.parent).__name__, _ip.kernel is _app.kernel,
+              _ip.starting_dir, _ip.stdin_encoding, str(_ip.history_manager.hist_file),
+              _ip.execution_count, _o.environ.get("TERM"), _o.environ.get("PAGER")],
+    "configurables": sorted(type(c).__name__ for c in _ip.configurables),
+    "history_managers": len(_ip.history_manager._instances),
+    "events": {k: len(v) for k, v in _ip.events.callbacks.items()},
+    "magics": {k: sorted(v) for k, v in _ip.magics_manager.lsmagic().items()},
+    "formatters": sorted(_ip.display_formatter.formatters),
+    "exit_hooks": [__import__("atexit")._ncallbacks(),
+                   getattr(_ip.history_manager, "save_thread", None) is None],
+}, default=str))
+"""
+
+
+def app_state(result: Any) -> dict[str, Any]:
+    return json.loads(stdout(result))
+
+
+def test_a_preinitialised_kernel_app_and_shell_are_invisible_to_cells(tmp_path: Path) -> None:
+    """The template configures ipykernel's app once (command line with the kernels' arguments,
+    config files, profile, logging) and builds its shell; each forked kernel still has its own
+    sockets, threads, kernel, history, namespace, environment and starting directory. The
+    oracle is a kernel launched normally: what its cells see is what a forked kernel's cells
+    see, but for what differs by design (the connection file, the seeds, the cwd)."""
+    folders = [tmp_path / name for name in ("fresh", "one", "two")]
+    for folder in folders:
+        folder.mkdir()
+
+    async def session(factory: Any, cwd: Path) -> dict[str, Any]:
+        async with KernelSession(TORCH, cwd=cwd, manager_factory=factory) as k:
+            state = await k.run_cell(APP_STATE, 30)
+            seeds = await k.run_cell(SEEDS, 30)
+            magic = await k.run_cell("%who_ls", 30)
+            plot = await k.run_cell(PLOT, 60)
+            found = {
+                "forked": isinstance(k.km.provisioner.process, ForkedProcess),
+                "connection_file": k.km.connection_file,
+                "counts": [r.execution_count for r in (state, seeds, magic, plot)],
+                "state": app_state(state),
+                "seeds": json.loads(stdout(seeds)),
+                "magic": magic,
+                "plot": plot,
+            }
+            history = await k.run_cell("print(len(In), len(Out), In[3])", 30)
+            found["later_history"] = stdout(history)
+            return found
+
+    with ForkServer() as server:
+
+        async def sessions() -> list[dict[str, Any]]:
+            assert await server.ready(TORCH)
+            fresh = await session(None, folders[0])
+            return [fresh, *await asyncio.gather(*(session(server.manager, f) for f in folders[1:]))]
+
+        fresh, *forked = run(sessions())
+        assert server.fallbacks == {}
+    assert not fresh["forked"] and fresh["state"]["preinitialised"] == [False, False]
+    for found, cwd in zip(forked, folders[1:]):
+        assert found["forked"] and found["state"]["preinitialised"] == [True, True]
+        a, b = copy.deepcopy(fresh["state"]), copy.deepcopy(found["state"])
+        assert b["connection_file"] == found["connection_file"] != a["connection_file"]
+        assert b["hidden_dir_stack"] == [[str(cwd)], str(cwd)]
+        assert a["shell"][3] == str(folders[0]) and b["shell"][3] == str(cwd)  # starting_dir
+        a["shell"][3] = b["shell"][3] = None
+        # The template shell's exit hook, unregistered (each kernel registers it where a fresh
+        # shell does, before the IOPub thread's): CPython keeps its slot, empty, and counts it.
+        assert b["exit_hooks"][0] == a["exit_hooks"][0] + 1
+        a["exit_hooks"][0] = b["exit_hooks"][0] = None
+        # A forked kernel is told its parent on its command line (its parent is the template),
+        # a fresh one by JPY_PARENT_PID; the next test compares it with a full launch's.
+        assert b["cli_app"] == ["connection_file", "parent_handle"] and a["cli_app"] == ["connection_file"]
+        for name in ("preinitialised", "connection_file", "hidden_dir_stack", "cli_app"):
+            a.pop(name), b.pop(name)
+        assert a == b
+        assert found["counts"] == fresh["counts"] == [1, 2, 3, 4]
+        assert found["magic"].status == "ok"
+        assert found["later_history"] == fresh["later_history"]
+        assert any("image/png" in o.get("data", {}) for o in found["plot"].outputs)
+    # In[0] is "", In[1] the cell itself: nothing ran before it, in either kernel.
+    assert fresh["state"]["history"] == [2, 0, 2, 2]
+    assert fresh["state"]["shell"][5] == ":memory:" and fresh["state"]["argv"][-1:] == list(KERNEL_ARGUMENTS)
+    assert fresh["later_history"] == "6 1 get_ipython().run_line_magic('who_ls', '')\n"
+    draws = [found["seeds"] for found in (fresh, *forked)]
+    for index in range(3):  # random, numpy, torch: no two kernels share a generator's state
+        assert len({d[index] for d in draws}) == 3, draws
+
+
+def test_a_session_env_the_template_did_not_see_gets_a_fully_initialised_app(
+    tmp_path: Path,
+) -> None:
+    """A variable allowed to differ per session (``per_session_env``) but not known to be unread
+    by the kernel's configuration: the child builds its app and shell from scratch, and its
+    cells see what a pre-initialised child's cells see (exit hooks included)."""
+    with ForkServer(per_session_env=["LIVECELLS_TEST_MARKER"]) as server:
+
+        async def one(extra: dict[str, str]) -> tuple[Any, dict[str, Any]]:
+            async with KernelSession(
+                PLAIN, cwd=tmp_path, manager_factory=server.manager, extra_env=extra
+            ) as k:
+                result = await k.run_cell(APP_STATE, 30)
+                return k.km.provisioner.process, app_state(result)
+
+        (process, state), (_, prepared) = run(one({"LIVECELLS_TEST_MARKER": "x"})), run(one({}))
+        assert server.fallbacks == {}
+    assert isinstance(process, ForkedProcess)
+    assert state["preinitialised"] == [False, False]  # neither the app nor the shell
+    assert prepared["preinitialised"] == [True, True]
+    assert state["history"] == [2, 0, 2, 2] and state["main_is_user_module"]
+    assert state["shell"][5] == ":memory:"
+    for name in ("preinitialised", "connection_file"):
+        state.pop(name), prepared.pop(name)
+    assert state == prepared
+
+
+def test_launch_arguments_the_template_did_not_prepare_for_get_a_full_launch(tmp_path: Path) -> None:
+    """A template prepared for other kernel arguments than the launch passes (here none, where
+    every kernel gets ``--HistoryManager.hist_file=:memory:``): the child parses its own."""
+    with ForkServer(kernel_arguments=()) as server:
+
+        async def one() -> tuple[Any, dict[str, Any]]:
+            async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+                return k.km.provisioner.process, app_state(await k.run_cell(APP_STATE, 30))
+
+        process, state = run(one())
+    assert isinstance(process, ForkedProcess)
+    assert state["preinitialised"] == [False, False]
+    assert state["shell"][5] == ":memory:" and state["config"]["HistoryManager"] == {"hist_file": ":memory:"}
+
+
+def test_a_configured_shell_subclass_is_built_by_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel config file that names a kernel class with another shell class: the
+    pre-initialised app serves, but the kernel builds its own shell of that class (the
+    template's is a ZMQInteractiveShell)."""
+    ipython_dir = tmp_path / "ipython"
+    (ipython_dir / "profile_default").mkdir(parents=True)
+    (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(
+        "c.IPKernelApp.kernel_class = 'livecells_test_shell.TestKernel'\n"
+    )
+    (tmp_path / "livecells_test_shell.py").write_text(
+        "from ipykernel.ipkernel import IPythonKernel\n"
+        "from ipykernel.zmqshell import ZMQInteractiveShell\n"
+        "from traitlets import Type\n\n"
+        "class TestShell(ZMQInteractiveShell):\n    pass\n\n"
+        "class TestKernel(IPythonKernel):\n    shell_class = Type(TestShell)\n"
+    )
+    monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))  # before the template starts
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    cwd = tmp_path / "page"
+    cwd.mkdir()
+
+    async def session(factory: Any) -> dict[str, Any]:
+        async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
+            state = app_state(await k.run_cell(APP_STATE, 30))
+            second = await k.run_cell("print(len(In))", 30)
+            return {"forked": isinstance(k.km.provisioner.process, ForkedProcess), "state": state,
+                    "second": stdout(second)}
+
+    with ForkServer() as server:
+
+        async def sessions() -> list[dict[str, Any]]:
+            assert await server.ready(PLAIN)
+            return [await session(None), await session(server.manager)]
+
+        fresh, forked = run(sessions())
+        assert server.fallbacks == {}
+    assert forked["forked"] and forked["state"]["preinitialised"] == [True, False]
+    assert fresh["state"]["shell"][0] == forked["state"]["shell"][0] == "TestShell"
+    a, b = dict(fresh["state"]), dict(forked["state"])
+    assert b["exit_hooks"][0] == a["exit_hooks"][0] + 1  # an empty slot, as in the test above
+    a["exit_hooks"][0] = b["exit_hooks"][0] = None
+    for name in ("preinitialised", "connection_file", "hidden_dir_stack", "cli_app"):
+        a.pop(name), b.pop(name)
+    assert a == b
+    assert fresh["second"] == forked["second"] == "3\n"

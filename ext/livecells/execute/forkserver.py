@@ -46,6 +46,7 @@ from jupyter_client.provisioning import LocalProvisioner
 
 from livecells.execute import template as program
 from livecells.execute.environment import kernel_python
+from livecells.execute.kernel import KERNEL_ARGUMENTS
 from livecells.execute.reaper import SESSION_VARIABLE, process_table
 
 if TYPE_CHECKING:
@@ -98,7 +99,12 @@ class Template:
     """One template process and the socket it listens on."""
 
     def __init__(
-        self, python: str, preload: Sequence[str], workdir: str, env: dict[str, str]
+        self,
+        python: str,
+        preload: Sequence[str],
+        workdir: str,
+        env: dict[str, str],
+        kernel_arguments: Sequence[str] | None = None,
     ) -> None:
         self.python = python
         self.preload = tuple(preload)
@@ -108,9 +114,14 @@ class Template:
         modules = [*KERNEL_MODULES, *self.preload]
         # The template's program is a file, run by the kernel's Python (see execute/template.py).
         command = [python, "-c", program.BOOT, program.__file__, MARKER, self.path, str(os.getpid())]
+        # With the kernels' arguments, the template pre-initialises their app and shell.
+        if kernel_arguments is not None:
+            command_tail = [json.dumps(modules), json.dumps(list(kernel_arguments))]
+        else:
+            command_tail = [json.dumps(modules)]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [*command, json.dumps(modules)],
+                [*command, *command_tail],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -305,6 +316,11 @@ class ForkServer:
     A template imports with the build's environment plus the kernelspec's ``env``; a session
     whose environment differs elsewhere than in :data:`PER_SESSION_ENV` (and ``per_session_env``)
     is launched normally, since its preload might read those variables at import.
+
+    ``kernel_arguments``: what every launch passes after ``-f CONNECTION_FILE``; a template
+    pre-initialises its kernels' app and shell for them (:mod:`.preinit`; None: it does not).
+    A launch with other arguments, or a session environment that differs from the template's
+    outside :data:`PER_SESSION_ENV`, gets the full ipykernel start-up in its forked child.
     """
 
     def __init__(
@@ -314,8 +330,10 @@ class ForkServer:
         warn: Callable[[str], None] | None = None,
         enabled: bool | None = None,
         per_session_env: Sequence[str] = (),
+        kernel_arguments: Sequence[str] | None = KERNEL_ARGUMENTS,
     ) -> None:
         self.startup_timeout = startup_timeout
+        self.kernel_arguments = None if kernel_arguments is None else tuple(kernel_arguments)
         self.warn = warn or logging.getLogger(__name__).warning
         self.enabled = sys.platform.startswith("linux") if enabled is None else enabled
         self.per_session_env = frozenset(PER_SESSION_ENV) | frozenset(per_session_env)
@@ -366,7 +384,7 @@ class ForkServer:
             env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
             env.update({k: string.Template(v).safe_substitute(env) for k, v in key[2]})
             try:
-                template = Template(key[0], key[1], self._workdir, env)
+                template = Template(key[0], key[1], self._workdir, env, self.kernel_arguments)
             except OSError as err:
                 raise ForkServerError(f"cannot start the template: {err}") from err
             self.templates[key] = template
@@ -413,7 +431,11 @@ class ForkServer:
             why = f"the session's environment differs from the template's in {', '.join(differs)}"
             self._fallback(key, why, broken=False)
             raise ForkServerError(why)
-        payload = {"op": "launch", "module": cmd[2], "args": list(cmd[3:]), "cwd": cwd}
+        payload = {
+            "op": "launch", "module": cmd[2], "args": list(cmd[3:]), "cwd": cwd,
+            # What a template's pre-initialised app may ignore (not a user's additions).
+            "per_session_env": list(PER_SESSION_ENV),
+        }
         try:
             reply = await asyncio.to_thread(template.request, dict(payload, env=dict(env)), fds)
         except ForkServerError as err:

@@ -54,8 +54,9 @@ def hook_source() -> str:
 
 
 def hook_request(framework: FrameworkSpec) -> str:
-    """The code sent with the launch: the hook's file run in a namespace of its own (never the
-    user's), then :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
+    """The expression sent with the launch (a user expression of an empty silent cell): the
+    hook's file run in a namespace of its own (never the user's), then
+    :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
 
     Sent as text, not imported: the kernel's Python need not have livecells installed.
     """
@@ -226,43 +227,57 @@ class KernelSession:
         self.kc.start_channels(stdin=False, hb=False, control=False)
         # The hook is sent at once: the shell socket queues it until the kernel listens, and
         # its reply says that the kernel is up, with no polling (each poll is a request the
-        # kernel answers once it is up). Only the reply is read (the hook is silent: its IOPub
-        # messages are skipped later). IOPub is checked after it, most often at the first try.
-        hook_id = self._send(hook_request(self.framework), silent=True)
+        # kernel answers once it is up). It is a user expression of an empty silent cell, not
+        # the cell's code: the kernel then neither transforms nor hashes its ~10 kB of source
+        # (~12 ms of each start, measured). Its own IOPub status messages then prove IOPub.
+        hook_id = self._send("", silent=True, user_expressions={"hook": hook_request(self.framework)})
         started = time.monotonic()
         reply = await self._shell_reply(hook_id, self.startup_timeout)
-        if reply["content"]["status"] == "ok":
-            await self._wait_ready(self.startup_timeout - (time.monotonic() - started))
-        if reply["content"]["status"] != "ok":
-            content = reply["content"]
+        content = reply["content"]
+        if content["status"] == "ok":
+            content = content.get("user_expressions", {}).get("hook", {"status": "no reply"})
+        if content["status"] != "ok":
             raise RuntimeError(
                 f"could not prepare the kernel: {content.get('ename')}: {content.get('evalue')}"
             )
+        await self._wait_ready(self.startup_timeout - (time.monotonic() - started), hook_id)
 
-    async def _wait_ready(self, timeout: float) -> None:
+    async def _wait_ready(self, timeout: float, hook_id: str = "") -> None:
         """Wait until the kernel answers on shell and IOPub.
 
-        IOPub output for our own kernel_info request proves both channels work, at once;
-        jupyter_client's ``wait_for_ready`` then also waits 0.2 s for IOPub to fall quiet.
+        IOPub output for a request of ours proves both channels work, at once; jupyter_client's
+        ``wait_for_ready`` then also waits 0.2 s for IOPub to fall quiet. The hook's own status
+        messages (``hook_id``, already answered on shell) most often do, with no request more;
+        else (IOPub subscribed too late for them) kernel_info requests until one shows.
         """
         assert self.kc is not None and self.km is not None
         deadline = time.monotonic() + timeout
+        # Published just before and after the hook's reply (IOPub's thread may lag it a little).
+        if hook_id and await self._iopub_shows(hook_id, min(deadline, time.monotonic() + 0.02)):
+            return
         interval = 0.02  # IOPub drops what the kernel publishes before it has subscribed: ask again
         while True:
             msg_id = self.kc.kernel_info()
             retry_at = min(deadline, time.monotonic() + interval)
             interval = min(interval * 1.5, 0.5)
-            while (left := retry_at - time.monotonic()) > 0:
-                try:
-                    msg = await self.kc.get_iopub_msg(timeout=left)
-                except Exception:  # queue.Empty: ask again
-                    break
-                if msg["parent_header"].get("msg_id") == msg_id:
-                    return
+            if await self._iopub_shows(msg_id, retry_at):
+                return
             if not await self.km.is_alive():
                 raise RuntimeError(f"the kernel died while starting ({self._death_reason()})")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
+
+    async def _iopub_shows(self, msg_id: str, until: float) -> bool:
+        """Whether an IOPub message for ``msg_id`` arrives before ``until`` (monotonic)."""
+        assert self.kc is not None
+        while (left := until - time.monotonic()) > 0:
+            try:
+                msg = await self.kc.get_iopub_msg(timeout=left)
+            except Exception:  # queue.Empty: none came
+                return False
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return True
+        return False
 
     async def _shell_reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
         """The shell reply to ``msg_id`` (its IOPub messages are not read)."""

@@ -3,13 +3,15 @@
 A template imports ipykernel and a framework once, then forks a kernel per launch request; each
 child leaves the template's loop, becomes a fresh kernel (own session, environment, cwd,
 streams, random seeds) and runs ipykernel. The launcher starts it as
-``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON`` (:data:`BOOT` runs this
+``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON [KERNEL_ARGS_JSON]``
+(:data:`BOOT` runs this
 file by its path, in ``__main__``, as ``python template.py`` would, without putting this file's
-folder on ``sys.path``).
+folder on ``sys.path``). With ``KERNEL_ARGS_JSON`` (the arguments every launch passes after
+``-f CONNECTION_FILE``) it also pre-initialises the kernels' app and shell (:mod:`.preinit`).
 
 It runs in the kernel's own Python, which need not have livecells installed: it imports only the
-standard library, and :mod:`livecells.execute.reaper` (standard library too) by its path, beside
-this file. Imported in the build process (by tests), it runs nothing.
+standard library, and :mod:`livecells.execute.reaper` and :mod:`livecells.execute.preinit`
+(standard library too) by their paths, beside this file. Imported in the build process (by tests), it runs nothing.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ def _beside(name: str) -> Any:
 
 if __name__ == "__main__":
     reaper = _beside("reaper.py")
+    preinit = _beside("preinit.py")
 else:
-    from livecells.execute import reaper
+    from livecells.execute import preinit, reaper
 
 
 def main(argv: list[str]) -> tuple[Any, ...] | None:
@@ -66,6 +69,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     frames before it becomes a kernel, so that cells run at a normal kernel's stack depth.
     """
     path, parent, preload = argv[0], int(argv[1]), json.loads(argv[2])
+    kernel_args = json.loads(argv[3]) if len(argv) > 3 else None
     # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
     # kernels that die (they are killed in _reap).
     reaper.die_with_parent(signal.SIGKILL)
@@ -73,6 +77,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     if os.getppid() != parent:
         return
     environ = dict(os.environ)  # what the imports saw
+    prepared = {"args": kernel_args, "env": dict(environ)}
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     problem = None
@@ -82,6 +87,9 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
         problem = _cuda_touched()
     except BaseException:  # noqa: BLE001 - any import failure is reported, not raised
         problem = "a preload import failed:\n" + traceback.format_exc(limit=-3)
+    # The kernels' app configuration and shell, the same for every child: built once, here.
+    if problem is not None or kernel_args is None or not preinit.prepare(kernel_args):
+        prepared = None
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if problem is None:
         listener.bind(path)
@@ -124,7 +132,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
             with conn:
                 become = _serve(conn, listener, keep, children)
             if become is not None:  # in the forked child
-                return (*become, imported_env)
+                return (*become, imported_env, prepared)
     finally:
         if os.getpid() == template:
             _stop_children(children, path)
@@ -250,8 +258,10 @@ def child(
     keep: set[int],
     parent: int,
     imported_env: Mapping[str, list[Any]],
+    prepared: Mapping[str, Any] | None = None,
 ) -> None:
-    """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel."""
+    """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel (on
+    the app and shell pre-initialised here, ``prepared``, where the launch allows it)."""
     code = 1
     try:
         os.setsid()
@@ -283,16 +293,12 @@ def child(
         reseed(sys.modules)
         spec = importlib.util.find_spec(request["module"])
         sys.argv = [spec.origin if spec and spec.origin else request["module"], *request["args"]]
-        from ipykernel import kernelapp
-
-        # The trait's default was read from the template's environment at import.
-        watch = f"--IPKernelApp.parent_handle={parent}"
-        kernelapp.launch_new_instance(argv=[*request["args"], watch])
+        preinit.start_kernel(dict(request, imported_env=imported_env), parent, prepared)
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except BaseException:  # noqa: BLE001 - report to the kernel's log, exit non-zero
-        traceback.print_exc()
+        traceback.print_exc(file=sys.__stderr__)  # sys.stderr may be the kernel's IOPub stream
     finally:
         try:
             atexit._run_exitfuncs()
