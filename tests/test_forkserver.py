@@ -565,3 +565,71 @@ def test_a_configured_shell_subclass_is_built_by_the_kernel(
         a.pop(name), b.pop(name)
     assert a == b
     assert fresh["second"] == forked["second"] == "3\n"
+
+
+def test_a_config_file_that_runs_code_is_read_by_each_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python config file that does more than set values (here: it sets an environment
+    variable and reads the cwd) is read by each kernel at its own launch, as a fresh kernel
+    reads it, not once in the template (whose environment and cwd are not the kernel's); one
+    that only sets values is read once, and its settings hold in every pre-initialised kernel."""
+    cwd = tmp_path / "page"
+    cwd.mkdir()
+    cell = (
+        "import os; print(os.environ.get('LIVECELLS_TEST_CONFIG'), here == os.getcwd(), pure)\n"
+        "1\n2"
+    )
+
+    def profile(name: str, kernel_config: str) -> None:
+        folder = tmp_path / name / "profile_default"
+        folder.mkdir(parents=True)
+        (folder / "ipython_kernel_config.py").write_text(kernel_config)
+        (folder / "ipython_config.py").write_text(
+            '"""Settings only."""\nc = get_config()  # noqa\n'
+            "c.InteractiveShell.ast_node_interactivity = 'all'\n"
+            "c.InteractiveShellApp.exec_lines.append('pure = True')\n"
+        )
+        monkeypatch.setenv("IPYTHONDIR", str(tmp_path / name))  # before the template starts
+
+    async def session(factory: Any) -> list[Any]:
+        async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
+            state = app_state(await k.run_cell(APP_STATE, 30))
+            result = await k.run_cell(cell, 30)
+            return [state["preinitialised"], [o.get("text") or o.get("data", o)["text/plain"] for o in result.outputs]]
+
+    def sessions() -> list[list[Any]]:
+        with ForkServer() as server:
+
+            async def both() -> list[list[Any]]:
+                assert await server.ready(PLAIN)
+                return [await session(None), await session(server.manager)]
+
+            found = run(both())
+            assert server.fallbacks == {}
+        return found
+
+    profile("code", "import os\nos.environ['LIVECELLS_TEST_CONFIG'] = 'set'\n"
+            "c.InteractiveShellApp.exec_lines.append('here = %r' % os.getcwd())\n")
+    fresh, forked = sessions()
+    expected = ["set True True\n", "1", "2"]
+    assert fresh == [[False, False], expected]
+    assert forked == [[False, False], expected]  # a full launch in the forked child
+    profile("settings", "c.InteractiveShellApp.exec_lines.append(\"here = __import__('os').getcwd()\")\n")
+    fresh, forked = sessions()
+    expected = ["None True True\n", "1", "2"]
+    assert fresh == [[False, False], expected]
+    assert forked == [[True, True], expected]
+
+
+def test_only_settings_tells_a_declarative_config_file() -> None:
+    from livecells.execute.preinit import only_settings
+
+    assert only_settings(b"# all comments\nc = get_config()  #noqa\n")
+    assert only_settings(b"c.A.b = [1, 'x', {'k': (True, None)}]\nc.A.c.append('y')\nc.A.d.extend(['z'])\n")
+    for code in (
+        b"import os", b"c.A.b = os.getcwd()", b"print('hi')", b"c = 1", b"c.A = 1",
+        b"c.A.b = [", b"x = 1", b"c.A.b.append(f())", b"c.A.b += [1]", b"if True:\n    c.A.b = 1",
+        b"load_subconfig('other.py')",
+    ):
+        assert not only_settings(code), code

@@ -14,7 +14,9 @@ starting directory, its kernel, its exit hook).
 
 Anything else falls back to the full launch (``ipykernel_launcher``'s): a launch whose arguments
 are not ``-f CONNECTION_FILE`` followed by the template's own, a session environment that
-differs from the template's outside the variables no configuration reads, or a failure of
+differs from the template's outside the variables no configuration reads, a Python config
+file that does more than set values (:func:`only_settings`: it could read the cwd or set the
+environment, which are the kernel's, not the template's), or a failure of
 :func:`prepare` (another ipykernel or IPython, say; the template's log says why). A kernel that
 asks for another shell (a configured subclass, other arguments) builds its own.
 
@@ -24,6 +26,7 @@ standard library at the top (ipykernel and IPython inside the functions).
 
 from __future__ import annotations
 
+import ast
 import atexit
 import os
 import sys
@@ -48,7 +51,9 @@ def prepare(args: Sequence[str]) -> bool:
         from IPython.core.application import BaseIPythonApplication
 
         app = IPKernelApp.instance()
-        BaseIPythonApplication.initialize(app, list(args))
+        code = _initialize_without_code(app, BaseIPythonApplication, list(args))
+        if code:  # it could set the environment, read the cwd...: as each kernel's own launch
+            raise RuntimeError(f"a config file runs code, read by each kernel: {', '.join(code)}")
         if app.subapp is not None or app.extra_args:  # not a kernel's configuration
             raise RuntimeError(f"unexpected kernel arguments: {list(args)}")
         # Cached by the stdlib on first use; ipykernel's compiler asks as it runs the first cell
@@ -64,6 +69,80 @@ def prepare(args: Sequence[str]) -> bool:
         sys.excepthook = hook
         os.environ.clear()  # what the shell set (TERM, PAGER...): each kernel sets its own
         os.environ.update(environ)
+
+
+def _initialize_without_code(app: Any, base: Any, args: list[str]) -> list[str]:
+    """``base.initialize(app, args)`` with its Python config files read only if they just set
+    values (:func:`only_settings`); the files that do more (unread here) are returned."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    code: list[str] = []
+    read = PyFileConfigLoader._read_file_as_dict
+
+    def read_settings(loader: Any) -> None:
+        with open(loader.full_filename, "rb") as file:
+            source = file.read()
+        if only_settings(source):
+            read(loader)
+        else:
+            code.append(loader.full_filename)
+
+    PyFileConfigLoader._read_file_as_dict = read_settings  # this process's class only
+    try:
+        base.initialize(app, args)
+    finally:
+        PyFileConfigLoader._read_file_as_dict = read
+    return code
+
+
+def _config_path(node: ast.expr) -> bool:
+    """``c.Section.name`` (or deeper), as a config file writes a setting."""
+    depth = 0
+    while isinstance(node, ast.Attribute):
+        node, depth = node.value, depth + 1
+    return depth >= 2 and isinstance(node, ast.Name) and node.id == "c"
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def only_settings(source: bytes) -> bool:
+    """Whether a Python config file only sets values: ``c = get_config()``, ``c.A.b = LITERAL``,
+    ``c.A.b.append(LITERAL)`` (or ``extend``), docstrings. Such a file reads the same in the
+    template as in each kernel; any other (an import, ``os.environ``, ``os.getcwd()``, a print,
+    a syntax error) is read by each kernel at its own launch, as a fresh kernel reads it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Pass) or (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        ):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and target.id == "c":
+                if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                        and value.func.id == "get_config" and not value.args and not value.keywords):
+                    continue
+                return False
+            if _config_path(target) and _literal(value):
+                continue
+            return False
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            call = node.value
+            if (isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend")
+                    and _config_path(call.func.value) and len(call.args) == 1
+                    and not call.keywords and _literal(call.args[0])):
+                continue
+        return False
+    return True
 
 
 def _build_shell(app: Any) -> None:
