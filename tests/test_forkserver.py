@@ -622,6 +622,36 @@ def test_a_config_file_that_runs_code_is_read_by_each_kernel(
     assert forked == [[True, True], expected]
 
 
+def test_a_forked_kernel_that_dies_starting_leaves_its_reason_in_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration that makes the shell fail to build (an unknown colour scheme): the
+    template cannot pre-initialise, and each forked kernel dies in its own start-up, after
+    ipykernel captured fd 2, with its traceback in the kernel's log, as a fresh kernel's."""
+    folder = tmp_path / "ipython" / "profile_default"
+    folder.mkdir(parents=True)
+    (folder / "ipython_kernel_config.py").write_text("c.InteractiveShell.colors = 'livecells_no_such_scheme'\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # before the template starts
+    logs = [tmp_path / f"kernel-{n}.log" for n in range(3)]
+
+    async def sessions() -> list[str]:
+        assert await server.ready(PLAIN)
+        errors = []
+        for log in logs:
+            with pytest.raises(RuntimeError) as died:
+                async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager, log_path=log):
+                    pass
+            errors.append(str(died.value))
+        return errors
+
+    with ForkServer() as server:
+        errors = run(sessions())
+        assert server.fallbacks == {}
+    for error, log in zip(errors, logs):
+        assert error == "the kernel died while starting (the kernel exited with status 1)"
+        assert "set_theme_name" in log.read_text(), log.read_text()[-500:]
+
+
 def test_only_settings_tells_a_declarative_config_file() -> None:
     from livecells.execute.preinit import only_settings
 

@@ -298,7 +298,7 @@ def child(
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except BaseException:  # noqa: BLE001 - report to the kernel's log, exit non-zero
-        traceback.print_exc(file=sys.__stderr__)  # sys.stderr may be the kernel's IOPub stream
+        report(traceback.format_exc())
     finally:
         try:
             atexit._run_exitfuncs()
@@ -306,6 +306,17 @@ def child(
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def report(text: str) -> None:
+    """Write ``text`` to the kernel's log: its fd 2, or, once ipykernel captures fd 2 (a pipe
+    that a thread of its own copies to the log), straight to the log, for that thread may not
+    run again before the kernel's ``os._exit`` (the text would be lost)."""
+    fd = getattr(sys.stderr, "_original_stdstream_copy", None)
+    try:
+        os.write(fd if isinstance(fd, int) else 2, text.encode(errors="replace"))
+    except OSError:
+        pass
 
 
 def streams(fds: list[int], null: int) -> tuple[int, int]:
