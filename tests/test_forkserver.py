@@ -652,6 +652,37 @@ def test_a_forked_kernel_that_dies_starting_leaves_its_reason_in_its_log(
         assert "set_theme_name" in log.read_text(), log.read_text()[-500:]
 
 
+def test_config_files_changed_since_the_template_read_them_are_read_by_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template can outlive a build (a Dask worker's): a kernel config file added or edited
+    after the template read its configuration is the one a forked kernel sees, as a fresh one."""
+    folder = tmp_path / "ipython" / "profile_default"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # before the template starts
+    config = folder / "ipython_kernel_config.py"
+
+    async def session() -> list[Any]:
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+            state = app_state(await k.run_cell(APP_STATE, 30))
+            result = await k.run_cell("1\n2", 30)
+            return [state["preinitialised"], [o["data"]["text/plain"] for o in result.outputs]]
+
+    async def sessions() -> list[list[Any]]:
+        assert await server.ready(PLAIN)
+        found = [await session()]
+        config.write_text("c.InteractiveShell.ast_node_interactivity = 'all'\n")
+        found.append(await session())
+        config.write_text("c.InteractiveShell.ast_node_interactivity = 'none'\n")
+        found.append(await session())
+        return found
+
+    with ForkServer() as server:
+        found = run(sessions())
+        assert server.fallbacks == {}
+    assert found == [[[True, True], ["2"]], [[False, False], ["1", "2"]], [[False, False], []]]
+
+
 def test_only_settings_tells_a_declarative_config_file() -> None:
     from livecells.execute.preinit import only_settings
 

@@ -14,9 +14,10 @@ starting directory, its kernel, its exit hook).
 
 Anything else falls back to the full launch (``ipykernel_launcher``'s): a launch whose arguments
 are not ``-f CONNECTION_FILE`` followed by the template's own, a session environment that
-differs from the template's outside the variables no configuration reads, a Python config
-file that does more than set values (:func:`only_settings`: it could read the cwd or set the
-environment, which are the kernel's, not the template's), or a failure of
+differs from the template's outside the variables no configuration reads, a config file
+edited, added or removed since the template read them (a template may outlive a build), a
+Python config file that does more than set values (:func:`only_settings`: it could read the
+cwd or set the environment, which are the kernel's, not the template's), or a failure of
 :func:`prepare` (another ipykernel or IPython, say; the template's log says why). A kernel that
 asks for another shell (a configured subclass, other arguments) builds its own.
 
@@ -60,6 +61,7 @@ def prepare(args: Sequence[str]) -> bool:
         # (it creates and removes a file to find a writable directory).
         tempfile.gettempdir()
         _build_shell(app)
+        app.livecells_config_files = config_files(app)  # not a trait: see start_kernel
         return True
     except BaseException:  # noqa: BLE001 - children launch in full; the template's log says why
         traceback.print_exc()
@@ -93,6 +95,24 @@ def _initialize_without_code(app: Any, base: Any, args: list[str]) -> list[str]:
     finally:
         PyFileConfigLoader._read_file_as_dict = read
     return code
+
+
+def config_files(app: Any) -> dict[str, tuple[int, int, int] | None]:
+    """Every file ``app`` reads its configuration from, or would if it existed (``.py`` and
+    ``.json``, in each of its config folders): its size, mtime and inode, or None."""
+    bases = {"ipython_config", *(os.path.splitext(name)[0] for name in app.config_files if name)}
+    found: dict[str, tuple[int, int, int] | None] = {}
+    for folder in app.config_file_paths:
+        for base in sorted(bases):
+            for ext in (".py", ".json"):
+                path = os.path.join(folder, base + ext)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    found[path] = None
+                else:
+                    found[path] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return found
 
 
 def _config_path(node: ast.expr) -> bool:
@@ -244,6 +264,11 @@ def start_kernel(request: Mapping[str, Any], parent: int, template: Mapping[str,
         file = connection_file(request["args"], template["args"])
         ignore = [*request.get("per_session_env", ()), *request.get("imported_env", ())]
         if file is not None and not same_environment(request["env"], template["env"], ignore):
+            file = None
+        # A template can outlive a build (a Dask worker's): config files edited, added or
+        # removed since it read them are read by the kernel itself.
+        app = kernelapp.IPKernelApp.instance()
+        if file is not None and config_files(app) != getattr(app, "livecells_config_files", None):
             file = None
     if file is None:
         forget()
