@@ -233,6 +233,30 @@ def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
     assert "needs Linux" in warnings[1]
 
 
+def test_a_preload_that_prints_at_import_still_forks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A banner printed at import (Python and C level) goes to the template's log, not into
+    its ready line (where it made the template fail); the kernels fork, no cell shows it."""
+    (tmp_path / "livecells_test_banner.py").write_text(
+        "import os\nprint('hello from the banner')\nos.write(1, b'C-level banner\\n')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    banner = FrameworkSpec(name="banner", label="Banner", preload=("livecells_test_banner",))
+
+    async def session() -> tuple[Any, Any]:
+        assert await server.ready(banner)
+        async with KernelSession(banner, cwd=tmp_path, manager_factory=server.manager) as k:
+            return k.km.provisioner.process, await k.run_cell("print(3)", 30)
+
+    with ForkServer() as server:
+        process, result = run(session())
+        assert server.fallbacks == {}
+        log = Path(next(iter(server.templates.values())).log_path).read_text()
+    assert isinstance(process, ForkedProcess) and stdout(result) == "3\n"
+    assert "hello from the banner" in log and "C-level banner" in log
+
+
 def test_environment_a_preload_may_read_at_import_is_not_forked(tmp_path: Path) -> None:
     warnings: list[str] = []
     ask = "import os; print(os.environ.get('LIVECELLS_TEST_SETTING'))"

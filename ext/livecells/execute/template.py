@@ -76,6 +76,10 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     reaper.set_subreaper()
     if os.getppid() != parent:
         return
+    # Stdout carries the ready line only: what the imports or config files print (a banner)
+    # goes to the log, as a fresh kernel's goes to its own.
+    ready = os.dup(1)
+    os.dup2(2, 1)
     environ = dict(os.environ)  # what the imports saw
     prepared = {"args": kernel_args, "env": dict(environ)}
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
@@ -94,7 +98,9 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     if problem is None:
         listener.bind(path)
         listener.listen(64)
-    os.write(1, (json.dumps({"error": problem}) + "\n").encode())
+    sys.stdout.flush()  # before any fork: nothing buffered may be written twice
+    os.write(ready, (json.dumps({"error": problem}) + "\n").encode())
+    os.close(ready)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
