@@ -233,6 +233,30 @@ def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
     assert "needs Linux" in warnings[1]
 
 
+def test_a_preload_that_prints_at_import_still_forks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A banner printed at import (Python and C level) goes to the template's log, not into
+    its ready line (where it made the template fail); the kernels fork, no cell shows it."""
+    (tmp_path / "livecells_test_banner.py").write_text(
+        "import os\nprint('hello from the banner')\nos.write(1, b'C-level banner\\n')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    banner = FrameworkSpec(name="banner", label="Banner", preload=("livecells_test_banner",))
+
+    async def session() -> tuple[Any, Any]:
+        assert await server.ready(banner)
+        async with KernelSession(banner, cwd=tmp_path, manager_factory=server.manager) as k:
+            return k.km.provisioner.process, await k.run_cell("print(3)", 30)
+
+    with ForkServer() as server:
+        process, result = run(session())
+        assert server.fallbacks == {}
+        log = Path(next(iter(server.templates.values())).log_path).read_text()
+    assert isinstance(process, ForkedProcess) and stdout(result) == "3\n"
+    assert "hello from the banner" in log and "C-level banner" in log
+
+
 def test_environment_a_preload_may_read_at_import_is_not_forked(tmp_path: Path) -> None:
     warnings: list[str] = []
     ask = "import os; print(os.environ.get('LIVECELLS_TEST_SETTING'))"
@@ -565,3 +589,132 @@ def test_a_configured_shell_subclass_is_built_by_the_kernel(
         a.pop(name), b.pop(name)
     assert a == b
     assert fresh["second"] == forked["second"] == "3\n"
+
+
+def test_a_config_file_that_runs_code_is_read_by_each_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python config file that does more than set values (here: it sets an environment
+    variable and reads the cwd) is read by each kernel at its own launch, as a fresh kernel
+    reads it, not once in the template (whose environment and cwd are not the kernel's); one
+    that only sets values is read once, and its settings hold in every pre-initialised kernel."""
+    cwd = tmp_path / "page"
+    cwd.mkdir()
+    cell = (
+        "import os; print(os.environ.get('LIVECELLS_TEST_CONFIG'), here == os.getcwd(), pure)\n"
+        "1\n2"
+    )
+
+    def profile(name: str, kernel_config: str) -> None:
+        folder = tmp_path / name / "profile_default"
+        folder.mkdir(parents=True)
+        (folder / "ipython_kernel_config.py").write_text(kernel_config)
+        (folder / "ipython_config.py").write_text(
+            '"""Settings only."""\nc = get_config()  # noqa\n'
+            "c.InteractiveShell.ast_node_interactivity = 'all'\n"
+            "c.InteractiveShellApp.exec_lines.append('pure = True')\n"
+        )
+        monkeypatch.setenv("IPYTHONDIR", str(tmp_path / name))  # before the template starts
+
+    async def session(factory: Any) -> list[Any]:
+        async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
+            state = app_state(await k.run_cell(APP_STATE, 30))
+            result = await k.run_cell(cell, 30)
+            return [state["preinitialised"], [o.get("text") or o.get("data", o)["text/plain"] for o in result.outputs]]
+
+    def sessions() -> list[list[Any]]:
+        with ForkServer() as server:
+
+            async def both() -> list[list[Any]]:
+                assert await server.ready(PLAIN)
+                return [await session(None), await session(server.manager)]
+
+            found = run(both())
+            assert server.fallbacks == {}
+        return found
+
+    profile("code", "import os\nos.environ['LIVECELLS_TEST_CONFIG'] = 'set'\n"
+            "c.InteractiveShellApp.exec_lines.append('here = %r' % os.getcwd())\n")
+    fresh, forked = sessions()
+    expected = ["set True True\n", "1", "2"]
+    assert fresh == [[False, False], expected]
+    assert forked == [[False, False], expected]  # a full launch in the forked child
+    profile("settings", "c.InteractiveShellApp.exec_lines.append(\"here = __import__('os').getcwd()\")\n")
+    fresh, forked = sessions()
+    expected = ["None True True\n", "1", "2"]
+    assert fresh == [[False, False], expected]
+    assert forked == [[True, True], expected]
+
+
+def test_a_forked_kernel_that_dies_starting_leaves_its_reason_in_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration that makes the shell fail to build (an unknown colour scheme): the
+    template cannot pre-initialise, and each forked kernel dies in its own start-up, after
+    ipykernel captured fd 2, with its traceback in the kernel's log, as a fresh kernel's."""
+    folder = tmp_path / "ipython" / "profile_default"
+    folder.mkdir(parents=True)
+    (folder / "ipython_kernel_config.py").write_text("c.InteractiveShell.colors = 'livecells_no_such_scheme'\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # before the template starts
+    logs = [tmp_path / f"kernel-{n}.log" for n in range(3)]
+
+    async def sessions() -> list[str]:
+        assert await server.ready(PLAIN)
+        errors = []
+        for log in logs:
+            with pytest.raises(RuntimeError) as died:
+                async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager, log_path=log):
+                    pass
+            errors.append(str(died.value))
+        return errors
+
+    with ForkServer() as server:
+        errors = run(sessions())
+        assert server.fallbacks == {}
+    for error, log in zip(errors, logs):
+        assert error == "the kernel died while starting (the kernel exited with status 1)"
+        assert "set_theme_name" in log.read_text(), log.read_text()[-500:]
+
+
+def test_config_files_changed_since_the_template_read_them_are_read_by_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template can outlive a build (a Dask worker's): a kernel config file added or edited
+    after the template read its configuration is the one a forked kernel sees, as a fresh one."""
+    folder = tmp_path / "ipython" / "profile_default"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # before the template starts
+    config = folder / "ipython_kernel_config.py"
+
+    async def session() -> list[Any]:
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+            state = app_state(await k.run_cell(APP_STATE, 30))
+            result = await k.run_cell("1\n2", 30)
+            return [state["preinitialised"], [o["data"]["text/plain"] for o in result.outputs]]
+
+    async def sessions() -> list[list[Any]]:
+        assert await server.ready(PLAIN)
+        found = [await session()]
+        config.write_text("c.InteractiveShell.ast_node_interactivity = 'all'\n")
+        found.append(await session())
+        config.write_text("c.InteractiveShell.ast_node_interactivity = 'none'\n")
+        found.append(await session())
+        return found
+
+    with ForkServer() as server:
+        found = run(sessions())
+        assert server.fallbacks == {}
+    assert found == [[[True, True], ["2"]], [[False, False], ["1", "2"]], [[False, False], []]]
+
+
+def test_only_settings_tells_a_declarative_config_file() -> None:
+    from livecells.execute.preinit import only_settings
+
+    assert only_settings(b"# all comments\nc = get_config()  #noqa\n")
+    assert only_settings(b"c.A.b = [1, 'x', {'k': (True, None)}]\nc.A.c.append('y')\nc.A.d.extend(['z'])\n")
+    for code in (
+        b"import os", b"c.A.b = os.getcwd()", b"print('hi')", b"c = 1", b"c.A = 1",
+        b"c.A.b = [", b"x = 1", b"c.A.b.append(f())", b"c.A.b += [1]", b"if True:\n    c.A.b = 1",
+        b"load_subconfig('other.py')",
+    ):
+        assert not only_settings(code), code

@@ -260,6 +260,21 @@ def test_a_kernel_gets_the_fds_passed_for_its_streams_or_dev_null() -> None:
     assert template.streams([3, 4], 9) == (3, 4)
 
 
+def test_a_dying_childs_report_goes_where_ipykernel_forwards_its_fd_2(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once ipykernel captures fd 2, the report of a child that dies is written to the stream
+    its reader thread copies to (the log), not into the pipe that thread may never read again."""
+    read, write = os.pipe()
+    try:
+        monkeypatch.setattr(sys, "stderr", types.SimpleNamespace(_original_stdstream_copy=write))
+        template.report("Traceback: the reason\n")
+        assert os.read(read, 100) == b"Traceback: the reason\n"
+    finally:
+        os.close(read)
+        os.close(write)
+
+
 def test_a_kernel_environment_is_the_sessions_plus_what_the_imports_set() -> None:
     before = {"PATH": "/bin", "MPLBACKEND": None, "KEEP": "x"}
     after = {"PATH": "/bin", "MPLBACKEND": "agg", "KEEP": "x", "PYDEVD_USE_FRAME_EVAL": "NO"}

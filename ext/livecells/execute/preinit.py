@@ -14,7 +14,10 @@ starting directory, its kernel, its exit hook).
 
 Anything else falls back to the full launch (``ipykernel_launcher``'s): a launch whose arguments
 are not ``-f CONNECTION_FILE`` followed by the template's own, a session environment that
-differs from the template's outside the variables no configuration reads, or a failure of
+differs from the template's outside the variables no configuration reads, a config file
+edited, added or removed since the template read them (a template may outlive a build), a
+Python config file that does more than set values (:func:`only_settings`: it could read the
+cwd or set the environment, which are the kernel's, not the template's), or a failure of
 :func:`prepare` (another ipykernel or IPython, say; the template's log says why). A kernel that
 asks for another shell (a configured subclass, other arguments) builds its own.
 
@@ -24,6 +27,7 @@ standard library at the top (ipykernel and IPython inside the functions).
 
 from __future__ import annotations
 
+import ast
 import atexit
 import os
 import sys
@@ -48,13 +52,16 @@ def prepare(args: Sequence[str]) -> bool:
         from IPython.core.application import BaseIPythonApplication
 
         app = IPKernelApp.instance()
-        BaseIPythonApplication.initialize(app, list(args))
+        code = _initialize_without_code(app, BaseIPythonApplication, list(args))
+        if code:  # it could set the environment, read the cwd...: as each kernel's own launch
+            raise RuntimeError(f"a config file runs code, read by each kernel: {', '.join(code)}")
         if app.subapp is not None or app.extra_args:  # not a kernel's configuration
             raise RuntimeError(f"unexpected kernel arguments: {list(args)}")
         # Cached by the stdlib on first use; ipykernel's compiler asks as it runs the first cell
         # (it creates and removes a file to find a writable directory).
         tempfile.gettempdir()
         _build_shell(app)
+        app.livecells_config_files = config_files(app)  # not a trait: see start_kernel
         return True
     except BaseException:  # noqa: BLE001 - children launch in full; the template's log says why
         traceback.print_exc()
@@ -64,6 +71,98 @@ def prepare(args: Sequence[str]) -> bool:
         sys.excepthook = hook
         os.environ.clear()  # what the shell set (TERM, PAGER...): each kernel sets its own
         os.environ.update(environ)
+
+
+def _initialize_without_code(app: Any, base: Any, args: list[str]) -> list[str]:
+    """``base.initialize(app, args)`` with its Python config files read only if they just set
+    values (:func:`only_settings`); the files that do more (unread here) are returned."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    code: list[str] = []
+    read = PyFileConfigLoader._read_file_as_dict
+
+    def read_settings(loader: Any) -> None:
+        with open(loader.full_filename, "rb") as file:
+            source = file.read()
+        if only_settings(source):
+            read(loader)
+        else:
+            code.append(loader.full_filename)
+
+    PyFileConfigLoader._read_file_as_dict = read_settings  # this process's class only
+    try:
+        base.initialize(app, args)
+    finally:
+        PyFileConfigLoader._read_file_as_dict = read
+    return code
+
+
+def config_files(app: Any) -> dict[str, tuple[int, int, int] | None]:
+    """Every file ``app`` reads its configuration from, or would if it existed (``.py`` and
+    ``.json``, in each of its config folders): its size, mtime and inode, or None."""
+    bases = {"ipython_config", *(os.path.splitext(name)[0] for name in app.config_files if name)}
+    found: dict[str, tuple[int, int, int] | None] = {}
+    for folder in app.config_file_paths:
+        for base in sorted(bases):
+            for ext in (".py", ".json"):
+                path = os.path.join(folder, base + ext)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    found[path] = None
+                else:
+                    found[path] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return found
+
+
+def _config_path(node: ast.expr) -> bool:
+    """``c.Section.name`` (or deeper), as a config file writes a setting."""
+    depth = 0
+    while isinstance(node, ast.Attribute):
+        node, depth = node.value, depth + 1
+    return depth >= 2 and isinstance(node, ast.Name) and node.id == "c"
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def only_settings(source: bytes) -> bool:
+    """Whether a Python config file only sets values: ``c = get_config()``, ``c.A.b = LITERAL``,
+    ``c.A.b.append(LITERAL)`` (or ``extend``), docstrings. Such a file reads the same in the
+    template as in each kernel; any other (an import, ``os.environ``, ``os.getcwd()``, a print,
+    a syntax error) is read by each kernel at its own launch, as a fresh kernel reads it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Pass) or (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        ):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and target.id == "c":
+                if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                        and value.func.id == "get_config" and not value.args and not value.keywords):
+                    continue
+                return False
+            if _config_path(target) and _literal(value):
+                continue
+            return False
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            call = node.value
+            if (isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend")
+                    and _config_path(call.func.value) and len(call.args) == 1
+                    and not call.keywords and _literal(call.args[0])):
+                continue
+        return False
+    return True
 
 
 def _build_shell(app: Any) -> None:
@@ -165,6 +264,11 @@ def start_kernel(request: Mapping[str, Any], parent: int, template: Mapping[str,
         file = connection_file(request["args"], template["args"])
         ignore = [*request.get("per_session_env", ()), *request.get("imported_env", ())]
         if file is not None and not same_environment(request["env"], template["env"], ignore):
+            file = None
+        # A template can outlive a build (a Dask worker's): config files edited, added or
+        # removed since it read them are read by the kernel itself.
+        app = kernelapp.IPKernelApp.instance()
+        if file is not None and config_files(app) != getattr(app, "livecells_config_files", None):
             file = None
     if file is None:
         forget()

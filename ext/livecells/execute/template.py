@@ -76,6 +76,10 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     reaper.set_subreaper()
     if os.getppid() != parent:
         return
+    # Stdout carries the ready line only: what the imports or config files print (a banner)
+    # goes to the log, as a fresh kernel's goes to its own.
+    ready = os.dup(1)
+    os.dup2(2, 1)
     environ = dict(os.environ)  # what the imports saw
     prepared = {"args": kernel_args, "env": dict(environ)}
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
@@ -94,7 +98,9 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     if problem is None:
         listener.bind(path)
         listener.listen(64)
-    os.write(1, (json.dumps({"error": problem}) + "\n").encode())
+    sys.stdout.flush()  # before any fork: nothing buffered may be written twice
+    os.write(ready, (json.dumps({"error": problem}) + "\n").encode())
+    os.close(ready)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -298,7 +304,7 @@ def child(
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except BaseException:  # noqa: BLE001 - report to the kernel's log, exit non-zero
-        traceback.print_exc(file=sys.__stderr__)  # sys.stderr may be the kernel's IOPub stream
+        report(traceback.format_exc())
     finally:
         try:
             atexit._run_exitfuncs()
@@ -306,6 +312,17 @@ def child(
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def report(text: str) -> None:
+    """Write ``text`` to the kernel's log: its fd 2, or, once ipykernel captures fd 2 (a pipe
+    that a thread of its own copies to the log), straight to the log, for that thread may not
+    run again before the kernel's ``os._exit`` (the text would be lost)."""
+    fd = getattr(sys.stderr, "_original_stdstream_copy", None)
+    try:
+        os.write(fd if isinstance(fd, int) else 2, text.encode(errors="replace"))
+    except OSError:
+        pass
 
 
 def streams(fds: list[int], null: int) -> tuple[int, int]:
