@@ -219,6 +219,31 @@ def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
     assert survivors(tree) == []
 
 
+def test_a_dead_kernels_pid_now_naming_another_process_is_not_signalled():
+    """A forked kernel that dies is reaped by its template at once; by the time its session
+    ends, its pid may name another process (pid_max is 32768 on many machines). The shutdown
+    signals the pid only while it names the process it started as."""
+    from livecells.execute.kernel import KernelSession
+    from livecells.execute.reaper import process_start
+    from livecells.model.frameworks import FrameworkSpec
+
+    stranger = subprocess.Popen(["sleep", "1000"])
+    try:
+        session = KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=".")
+        session.pid, session._pid_start = stranger.pid, process_start(stranger.pid) + 1
+        session._kill_processes()  # the pid of a kernel that died, reused by ``stranger``
+        time.sleep(0.1)
+        assert psutil.Process(stranger.pid).status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE)
+        assert stranger.poll() is None and session._killed == [] and not session._root_killed
+        session.pid, session._pid_start = stranger.pid, process_start(stranger.pid)
+        session._kill_processes()  # still the process it started as: killed
+        assert stranger.wait(5) == -signal.SIGKILL and session._root_killed
+        assert process_start(stranger.pid) is None  # reaped (or a zombie): gone
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 # --- Class 5: config and option values that mean nothing are refused, with their location ----
 
 # One wrong value (of a wrong type, or meaningless) for every livecells_ value.

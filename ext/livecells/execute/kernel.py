@@ -40,6 +40,7 @@ from livecells.execute.reaper import (
     Guard,
     kill_adopted,
     kill_tree,
+    process_start,
     process_table,
     reap,
 )
@@ -145,6 +146,7 @@ class KernelSession:
         #: Marks the session's processes (``LIVECELLS_SESSION``), to find its orphans.
         self.token = uuid.uuid4().hex
         self.pid: int | None = None
+        self._pid_start: int | None = None
         self._killed: list[int] = []
         self._root_killed = False
         self._ipc_prefix = ""
@@ -206,6 +208,9 @@ class KernelSession:
             extra_arguments=list(KERNEL_ARGUMENTS),
         )
         self.pid = getattr(self.km.provisioner, "pid", None)
+        # Which process the pid is: a forked kernel that dies is reaped by its template at once,
+        # and its pid may then name another process by the time this session ends.
+        self._pid_start = process_start(self.pid) if self.pid else None
         if self.guard is not None and self.pid:
             self.guard.watch(self.pid, self.token)
         spec = self.km.kernel_spec
@@ -463,6 +468,12 @@ class KernelSession:
         or session (they stay in its tree: the kernel is a subreaper), and orphans of a kernel
         that died before (they carry the session's token)."""
         pid, self.pid = self.pid, None
+        if pid and (self._pid_start is None or process_start(pid) != self._pid_start):
+            # Gone (or never seen): its pid is not signalled, in case it names another process
+            # now; orphans it left are found below by the session's token.
+            if pid and self.guard is not None:
+                self.guard.unwatch(pid)
+            pid = None
         if pid:  # stopped before /proc is read: nothing it forks later is missed
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGSTOP)

@@ -77,6 +77,21 @@ def process_table() -> dict[int, tuple[int, str]]:
     return table
 
 
+def process_start(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat``), or None if it is gone
+    (or a zombie). With the pid, it names one process: a pid can be reused once its process is
+    reaped (soon, where ``pid_max`` is 32768), its start time not."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(b")") + 2 :].split()  # state is rest[0]; starttime is field 22
+    if len(rest) < 20 or rest[0] in (b"Z", b"X"):
+        return None
+    return int(rest[19])
+
+
 def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
     """Living (not zombie) descendants of ``root``, parents before children."""
     table = process_table() if table is None else table
