@@ -133,6 +133,22 @@ def fresh_copy(template: Path, work: Path, name: str) -> Path:
     return target
 
 
+async def raw_execute(kc: Any, code: str, timeout: float = 60) -> None:
+    """One raw jupyter_client round trip on an asyncio client ``kc``: ``execute``, then wait
+    for the request's idle status on IOPub and for its reply on shell."""
+    msg_id = kc.execute(code)
+    while True:
+        msg = await kc.get_iopub_msg(timeout=timeout)
+        if (
+            msg["parent_header"].get("msg_id") == msg_id
+            and msg["header"]["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "idle"
+        ):
+            break
+    while (await kc.get_shell_msg(timeout=timeout))["parent_header"].get("msg_id") != msg_id:
+        pass
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -81,17 +81,7 @@ async def raw_async_round(cells: int, transport: str) -> tuple[float, float]:
         startup = time.perf_counter() - started
 
         async def one() -> None:
-            msg_id = kc.execute(CODE)
-            while True:
-                msg = await kc.get_iopub_msg(timeout=60)
-                if (
-                    msg["parent_header"].get("msg_id") == msg_id
-                    and msg["msg_type"] == "status"
-                    and msg["content"]["execution_state"] == "idle"
-                ):
-                    break
-            while (await kc.get_shell_msg(timeout=60))["parent_header"].get("msg_id") != msg_id:
-                pass
+            await benchlib.raw_execute(kc, CODE)
 
         for _ in range(WARMUP):
             await one()

@@ -36,20 +36,9 @@ CPU = "import resource as _r; _u = _r.getrusage(_r.RUSAGE_SELF); print(_u.ru_uti
 
 async def raw_cells(session: KernelSession, codes: list[str]) -> float:
     """Seconds for ``codes`` as bare execute requests on ``session``'s client."""
-    kc = session.kc
     started = time.perf_counter()
     for code in codes:
-        msg_id = kc.execute(code)
-        idle = False
-        while not idle:
-            msg = await kc.get_iopub_msg(timeout=30)
-            idle = (
-                msg["parent_header"].get("msg_id") == msg_id
-                and msg["header"]["msg_type"] == "status"
-                and msg["content"]["execution_state"] == "idle"
-            )
-        while (await kc.get_shell_msg(timeout=30))["parent_header"].get("msg_id") != msg_id:
-            pass
+        await benchlib.raw_execute(session.kc, code, timeout=30)
     return time.perf_counter() - started
 
 

@@ -17,6 +17,7 @@ a fake shell), which installs nothing.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import platform
@@ -95,16 +96,15 @@ def reader_idle(stream: Any) -> bool | None:
     return len(fields) > 1 and fields[0] == str(READ_SYSCALL).encode() and fields[1] == hex(fid).encode()
 
 
+@functools.cache
 def _libc_fflush() -> Callable[[Any], Any] | None:
+    """libc's ``fflush``, looked up once per kernel (None where there is none)."""
     try:
         import ctypes
 
         return ctypes.CDLL(None).fflush
     except Exception:
         return None
-
-
-_FFLUSH: list[Callable[[Any], Any] | None] = []
 
 
 def drain_fd_output(streams: Sequence[Any] | None = None, timeout: float = 2.0) -> None:
@@ -120,11 +120,10 @@ def drain_fd_output(streams: Sequence[Any] | None = None, timeout: float = 2.0) 
     import struct
     import termios
 
-    if not _FFLUSH:
-        _FFLUSH.append(_libc_fflush())
-    if _FFLUSH[0] is not None:
+    fflush = _libc_fflush()
+    if fflush is not None:
         try:
-            _FFLUSH[0](None)  # C stdio buffers
+            fflush(None)  # C stdio buffers
         except Exception:
             pass
     deadline = time.monotonic() + timeout

@@ -471,7 +471,7 @@ class KernelSession:
         if pid and (self._pid_start is None or process_start(pid) != self._pid_start):
             # Gone (or never seen): its pid is not signalled, in case it names another process
             # now; orphans it left are found below by the session's token.
-            if pid and self.guard is not None:
+            if self.guard is not None:
                 self.guard.unwatch(pid)
             pid = None
         if pid:  # stopped before /proc is read: nothing it forks later is missed

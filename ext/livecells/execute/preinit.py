@@ -259,25 +259,28 @@ def start_kernel(request: Mapping[str, Any], parent: int, template: Mapping[str,
     # The trait's default was read from the template's environment at import.
     watch = f"--IPKernelApp.parent_handle={parent}"
     argv = [*request["args"], watch]
+
+    def full_launch() -> None:
+        forget()
+        kernelapp.launch_new_instance(argv=argv)
+
+    app = kernelapp.IPKernelApp.instance() if kernelapp.IPKernelApp.initialized() else None
     file = None
-    if template is not None and kernelapp.IPKernelApp.initialized():
+    if template is not None and app is not None:
         file = connection_file(request["args"], template["args"])
         ignore = [*request.get("per_session_env", ()), *request.get("imported_env", ())]
         if file is not None and not same_environment(request["env"], template["env"], ignore):
             file = None
         # A template can outlive a build (a Dask worker's): config files edited, added or
         # removed since it read them are read by the kernel itself.
-        app = kernelapp.IPKernelApp.instance()
         if file is not None and config_files(app) != getattr(app, "livecells_config_files", None):
             file = None
-    if file is None:
-        forget()
-        kernelapp.launch_new_instance(argv=argv)
+    if file is None or app is None:
+        full_launch()
         return
     from ipykernel.zmqshell import ZMQInteractiveShell
     from IPython.core.application import BaseIPythonApplication
 
-    app = kernelapp.IPKernelApp.instance()
     try:
         # What parsing ``-f FILE ... --IPKernelApp.parent_handle=PID`` adds to the template's
         # configuration (the rest of the arguments are the template's own), last, over the
@@ -289,8 +292,7 @@ def start_kernel(request: Mapping[str, Any], parent: int, template: Mapping[str,
         app.connection_file, app.parent_handle, app.argv = file, parent, list(argv)
     except Exception:  # noqa: BLE001 - nothing is open yet: the full launch (the log says why)
         traceback.print_exc(file=sys.__stderr__)
-        forget()
-        kernelapp.launch_new_instance(argv=argv)
+        full_launch()
         return
     if ZMQInteractiveShell.initialized():  # the kernel asks for its shell: it gets the template's
         ZMQInteractiveShell.instance = classmethod(_adopt_shell)

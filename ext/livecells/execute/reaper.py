@@ -60,20 +60,25 @@ def die_with_parent(signum: int) -> bool:
     return prctl(PR_SET_PDEATHSIG, signum)
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()  # the command name may hold spaces and ")"
+
+
 def process_table() -> dict[int, tuple[int, str]]:
     """Every visible process: pid -> (parent pid, state letter), from ``/proc/<pid>/stat``."""
     table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read().decode(errors="replace")
-        except OSError:
-            continue
-        rest = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and ")"
-        if len(rest) >= 2:
-            table[int(name)] = (int(rest[1]), rest[0])
+        rest = _stat_fields(name)
+        if rest is not None and len(rest) >= 2:
+            table[int(name)] = (int(rest[1]), rest[0].decode(errors="replace"))
     return table
 
 
@@ -81,13 +86,8 @@ def process_start(pid: int) -> int | None:
     """When ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat``), or None if it is gone
     (or a zombie). With the pid, it names one process: a pid can be reused once its process is
     reaped (soon, where ``pid_max`` is 32768), its start time not."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    rest = stat[stat.rfind(b")") + 2 :].split()  # state is rest[0]; starttime is field 22
-    if len(rest) < 20 or rest[0] in (b"Z", b"X"):
+    rest = _stat_fields(pid)  # state is rest[0]; starttime (field 22) is rest[19]
+    if rest is None or len(rest) < 20 or rest[0] in (b"Z", b"X"):
         return None
     return int(rest[19])
 

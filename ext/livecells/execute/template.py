@@ -4,14 +4,15 @@ A template imports ipykernel and a framework once, then forks a kernel per launc
 child leaves the template's loop, becomes a fresh kernel (own session, environment, cwd,
 streams, random seeds) and runs ipykernel. The launcher starts it as
 ``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON [KERNEL_ARGS_JSON]``
-(:data:`BOOT` runs this
-file by its path, in ``__main__``, as ``python template.py`` would, without putting this file's
-folder on ``sys.path``). With ``KERNEL_ARGS_JSON`` (the arguments every launch passes after
-``-f CONNECTION_FILE``) it also pre-initialises the kernels' app and shell (:mod:`.preinit`).
+(:data:`BOOT` runs this file by its path, in ``__main__``, as ``python template.py`` would,
+without putting this file's folder on ``sys.path``). With ``KERNEL_ARGS_JSON`` (the arguments
+every launch passes after ``-f CONNECTION_FILE``) it also pre-initialises the kernels' app and
+shell (:mod:`.preinit`).
 
 It runs in the kernel's own Python, which need not have livecells installed: it imports only the
 standard library, and :mod:`livecells.execute.reaper` and :mod:`livecells.execute.preinit`
-(standard library too) by their paths, beside this file. Imported in the build process (by tests), it runs nothing.
+(standard library too) by their paths, beside this file. Imported in the build process (by
+tests), it runs nothing.
 """
 
 from __future__ import annotations
