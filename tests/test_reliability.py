@@ -14,6 +14,8 @@ import pytest
 from sphinx.errors import ExtensionError
 from sphinx.testing.util import SphinxTestApp
 
+from livecells.execute.kernel import KernelSession
+
 from conftest import kernel_processes
 from helpers import FakeKernels, build_site, cell_with, outputs, soup
 
@@ -22,10 +24,15 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def bad(tmp_path_factory, rootdir):
-    """One build of the bad-cells root, without -W: it must finish."""
+    """One build of the bad-cells root, without -W: it must finish.
+
+    The kernel that ignores its interrupt is stopped 4 s after it (10 s in a build): the same
+    path, a shorter wait; a kernel that answers its interrupt does so within milliseconds."""
     src = tmp_path_factory.mktemp("bad") / "src"
     shutil.copytree(rootdir / "test-bad", src)
-    app, warnings = build_site(src)  # no exception: the build goes on
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(KernelSession, "interrupt_grace", 4.0)
+        app, warnings = build_site(src)  # no exception: the build goes on
     return {
         "src": src,
         "out": app.outdir,

@@ -119,6 +119,9 @@ class KernelDied(RuntimeError):
 class KernelSession:
     """One running kernel for one (page, framework) session. Use as an async context manager."""
 
+    #: Seconds a kernel is given to end a timed-out cell after its interrupt before it is stopped.
+    interrupt_grace: float = 10.0
+
     def __init__(
         self,
         framework: FrameworkSpec,
@@ -447,7 +450,7 @@ class KernelSession:
         assert self.km is not None
         try:
             await self.km.interrupt_kernel()
-            await self._wait(msg_id, 10, collector)
+            await self._wait(msg_id, self.interrupt_grace, collector)
         except (asyncio.TimeoutError, KernelDied):
             self.broken = "the kernel ignored the interrupt after a timeout and was stopped"
             self._kill_processes()

@@ -9,6 +9,6 @@ livecells_frameworks = {
 livecells_timeout = 20
 livecells_output_limit = 20000
 livecells_allow_html = False  # hostile output: text/html must stay text here
-# Two sessions at once: the timeouts and the kernel that ignores its interrupt (12 s) overlap the
+# Two sessions at once: the timeouts and the kernel that ignores its interrupt (2 s + its grace) overlap the
 # other pages, and sessions running side by side on real kernels are tested too.
 livecells_jobs = 2
