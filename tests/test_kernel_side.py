@@ -8,6 +8,7 @@ import ast
 import asyncio
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from livecells.execute import environment, hook, interpreter, preinit, reaper, template
@@ -446,6 +448,22 @@ def test_another_kernels_python_is_asked_by_running_interpreter_py(
     assert found.info["packages"]["json"].startswith("stdlib ") and found.info["packages"]["pytest"] == pytest.__version__
     assert found.sources["executable"] == sys.executable
     assert "no_such_module_livecells not installed for kernel 'other'" in found.problem
+
+
+def test_which_distribution_provides_a_module_is_read_once_per_interpreter_query(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading which distributions provide each module opens every installed distribution's file
+    list: asked for none when every module is a distribution's name, once for several that are
+    not (the standard library's, one on no distribution, one not installed)."""
+    real, calls = interpreter.metadata.packages_distributions, []
+    monkeypatch.setattr(interpreter.metadata, "packages_distributions", lambda: calls.append(1) or real())
+    assert interpreter.details(["pytest", "psutil"])["packages"] == {"pytest": pytest.__version__, "psutil": psutil.__version__}
+    assert calls == []
+    found = interpreter.details(["json", "os", "no_such_module_livecells", "pytest"])["packages"]
+    assert calls == [1]
+    assert found["json"] == found["os"] == f"stdlib {platform.python_version()}"
+    assert found["no_such_module_livecells"] == "" and found["pytest"] == pytest.__version__
 
 
 # --- One real kernel: the hook's file is what runs there.
