@@ -117,11 +117,15 @@ def livecells_children(pid: int) -> list[psutil.Process]:
 # --- Class 4: no process outlives its session or the build ----------------------------------
 
 
+#: The root's index without its cell, for tests that need no session but their pages'.
+INDEX = "\n.. toctree::\n   :glob:\n\n   page*\n"
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 def test_daemons_end_with_their_session_whether_it_ends_or_its_kernel_dies(tmp_path, rootdir, fork):
     """page1's session ends normally, page2's kernel is killed: both families end with them."""
     dies = FAMILY.replace('"pids.txt"', '"pids-died.txt"') + "os.kill(os.getpid(), 9)\n"
-    pages = {"page1.rst": cell(FAMILY) + cell("print('after')"), "page2.rst": cell(dies)}
+    pages = {"page1.rst": cell(FAMILY) + cell("print('after')"), "page2.rst": cell(dies), "index.rst": INDEX}
     src = site(tmp_path, rootdir, pages)
     app, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
     assert survivors(read_pids(src / "pids.txt")) == [], warnings
@@ -349,8 +353,8 @@ def test_dependency_files_are_hashed_in_chunks_and_once_while_unchanged(tmp_path
     from livecells.plan.keys import file_digest
 
     big = tmp_path / "big.bin"
-    with open(big, "wb") as handle:  # 300 MB, sparse: cheap to make, read as zeros
-        handle.truncate(300 << 20)
+    with open(big, "wb") as handle:  # 64 MB, sparse: cheap to make, read as zeros; 8 times the bound
+        handle.truncate(64 << 20)
     hashes: dict = {}
     tracemalloc.start()
     first = file_digest(str(big), hashes)
