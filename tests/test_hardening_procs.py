@@ -87,12 +87,20 @@ def line_of(text: str, needle: str) -> int:
 
 
 def spawn_build(src: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sphinx", "-q", "-b", "html", *extra, str(src), str(src / "_build")],
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    """A ``sphinx-build`` process with Ctrl-C's default meaning, whatever this process's is: a
+    test run started in the background by a script (whose shell ignores SIGINT in background
+    jobs, as POSIX says) would pass SIG_IGN on, and a SIGINT sent to the build would do nothing.
+    A handler of ours is not inherited: the build starts with the default disposition."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "sphinx", "-q", "-b", "html", *extra, str(src), str(src / "_build")],
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def wait_for(path: Path, proc: subprocess.Popen, within: float = 90) -> None:
