@@ -67,14 +67,16 @@ KILL_WORKER = (
 def _quiet_monitors():
     """Every cluster of this module, with its own monitors slowed down: the workers' statistical
     profiler (a stack sample every 10 ms), the event loops' tick (every 20 ms, to warn of a
-    blocked loop) and the memory monitors (every 100 ms) cost CPU for as long as a cluster
-    lives, and watch nothing these tests check. Workers get the nanny's config."""
+    blocked loop), the memory monitors (every 100 ms) and the system monitors (every 500 ms,
+    for the dashboard) cost CPU for as long as a cluster lives, and watch nothing these tests
+    check. Worker processes get the nanny's config."""
     import dask
 
     with dask.config.set({
         "distributed.worker.profile.enabled": False,
         "distributed.admin.tick.interval": "1s",
         "distributed.worker.memory.monitor-interval": "1s",
+        "distributed.admin.system-monitor.interval": "1s",
     }):
         yield
 
