@@ -63,6 +63,24 @@ KILL_WORKER = (
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _quiet_monitors():
+    """Every cluster of this module, with its own monitors slowed down: the workers' statistical
+    profiler (a stack sample every 10 ms), the event loops' tick (every 20 ms, to warn of a
+    blocked loop), the memory monitors (every 100 ms) and the system monitors (every 500 ms,
+    for the dashboard) cost CPU for as long as a cluster lives, and watch nothing these tests
+    check. Worker processes get the nanny's config."""
+    import dask
+
+    with dask.config.set({
+        "distributed.worker.profile.enabled": False,
+        "distributed.admin.tick.interval": "1s",
+        "distributed.worker.memory.monitor-interval": "1s",
+        "distributed.admin.system-monitor.interval": "1s",
+    }):
+        yield
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """Two single-threaded worker processes; yields the cluster and a client of it."""
@@ -340,15 +358,18 @@ def test_a_session_whose_worker_dies_once_is_run_again_elsewhere(cluster, tmp_pa
     assert provenance["worker"] not in provenance["lost_workers"]
 
 
-def test_a_gpu_session_goes_to_a_worker_declaring_gpus_which_must_see_them(tmp_path):
+def test_a_gpu_session_goes_to_a_worker_declaring_gpus_which_must_see_them(tmp_path, monkeypatch):
     from distributed import LocalCluster
 
     page = tmp_path / "gpu.rst"
     page.write_text("gpu\n", encoding="utf-8")
-    # The worker is pinned to no GPU, so it sees none, whatever this machine has.
+    # The worker is pinned to no GPU, so it sees none, whatever this machine has. It runs in
+    # this process (no process of its own to start: the session fails before any kernel), and
+    # reads this process's CUDA_VISIBLE_DEVICES, as a worker process reads its own.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address="127.0.0.1:0", resources={"GPU": 1}, env={"CUDA_VISIBLE_DEVICES": ""},
+        n_workers=1, threads_per_worker=1, processes=False, host="127.0.0.1", protocol="tcp",
+        dashboard_address="127.0.0.1:0", resources={"GPU": 1},
     ) as local:
         info = check_executor(local.scheduler_address, timeout=10)
         assert (info.gpus_per_worker, info.total_gpus) == (1, 1)

@@ -88,24 +88,44 @@ async def torch_session(server: ForkServer, cwd: Path, device: int) -> dict[str,
 
 
 @pytest.fixture(scope="module")
-def torch_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two torch sessions launched at once from one template, and what each saw."""
-    first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What the kernels of one fork server saw, for the tests below that only read it: its torch
+    template (whose import is most of their time) and its plain one each start once, and the
+    server is closed before any of those tests runs. Sessions may differ in
+    LIVECELLS_TEST_MARKER and still fork; one without it forks as from any server."""
+    folder = tmp_path_factory.mktemp
+    first, second, plain, per_session = folder("first"), folder("second"), folder("plain"), folder("env")
+    app_folders = [folder(name) for name in ("fresh", "one", "two")]
     with ForkServer(per_session_env=["LIVECELLS_TEST_MARKER"]) as server:
         server.prepare(TORCH)  # returns at once; ready() waits for the imports
         template = next(iter(server.templates.values()))
 
-        async def both() -> list[dict[str, Any]]:
+        async def sessions() -> dict[str, Any]:
             assert await server.ready(TORCH)
-            return await asyncio.gather(
-                torch_session(server, first, 0), torch_session(server, second, 1)
-            )
+            torch = await asyncio.gather(torch_session(server, first, 0), torch_session(server, second, 1))
+            fresh = await app_session(None, app_folders[0])  # the oracle: launched normally
+            forked = await asyncio.gather(*(app_session(server.manager, f) for f in app_folders[1:]))
+            return {
+                "torch": {"runs": torch, "dirs": [str(first), str(second)]},
+                "app": {"fresh": fresh, "forked": forked, "folders": app_folders},
+                "plain": await plain_session(server, plain),
+                "session_env": [
+                    await env_session(server, per_session, {"LIVECELLS_TEST_MARKER": "x"}),
+                    await env_session(server, per_session, {}),
+                ],
+            }
 
-        runs = run(both())
-        data = {"runs": runs, "dirs": [str(first), str(second)]}
-        data["fallbacks"], data["template"] = dict(server.fallbacks), template.process.pid
-        data["cmdline"] = psutil.Process(template.process.pid).cmdline()
+        data = run(sessions())
+        data["fallbacks"], data["torch"]["template"] = dict(server.fallbacks), template.process.pid
+        data["torch"]["cmdline"] = psutil.Process(template.process.pid).cmdline()
+    data["torch"]["fallbacks"] = data["fallbacks"]
     return data
+
+
+@pytest.fixture(scope="module")
+def torch_runs(shared: dict[str, Any]) -> dict[str, Any]:
+    """Two torch sessions launched at once from one template, and what each saw."""
+    return shared["torch"]
 
 
 def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
@@ -145,25 +165,26 @@ def test_fd_output_figures_and_interrupts_work(torch_runs: dict[str, Any]) -> No
         assert stdout(found["after"]) == "still here\n"
 
 
-def test_plain_kernel_finds_modules_in_its_folder_and_watches_its_parent(tmp_path: Path) -> None:
-    (tmp_path / "helper_mod.py").write_text("VALUE = 42\n")
-    log = tmp_path / "kernel.log"
+async def plain_session(server: ForkServer, cwd: Path) -> dict[str, Any]:
+    """A plain session beside a module of its folder, with its kernel's log."""
+    (cwd / "helper_mod.py").write_text("VALUE = 42\n")
+    log = cwd / "kernel.log"
+    async with KernelSession(PLAIN, cwd=cwd, manager_factory=server.manager, log_path=log) as k:
+        found = await k.run_cell("import helper_mod; print(helper_mod.VALUE)", 30)
+        poller = await k.run_cell(
+            "from ipykernel.kernelapp import IPKernelApp\n"
+            "import os; print(IPKernelApp.instance().parent_handle == os.getppid())",
+            30,
+        )
+        forked = isinstance(k.km.provisioner.process, ForkedProcess)
+    return {"printed": (stdout(found), stdout(poller)), "forked": forked, "log": log.read_text()}
 
-    async def session(server: ForkServer) -> tuple[str, str]:
-        factory = server.manager
-        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=factory, log_path=log) as k:
-            found = await k.run_cell("import helper_mod; print(helper_mod.VALUE)", 30)
-            poller = await k.run_cell(
-                "from ipykernel.kernelapp import IPKernelApp\n"
-                "import os; print(IPKernelApp.instance().parent_handle == os.getppid())",
-                30,
-            )
-            return stdout(found), stdout(poller)
 
-    with ForkServer() as server:
-        assert run(session(server)) == ("42\n", "True\n")
-        assert server.fallbacks == {}
-    assert "Ctrl-C will not work" not in log.read_text()
+def test_plain_kernel_finds_modules_in_its_folder_and_watches_its_parent(shared: dict[str, Any]) -> None:
+    found = shared["plain"]
+    assert found["printed"] == ("42\n", "True\n")
+    assert found["forked"] and shared["fallbacks"] == {}
+    assert "Ctrl-C will not work" not in found["log"]
 
 
 def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
@@ -431,44 +452,35 @@ def app_state(result: Any) -> dict[str, Any]:
     return json.loads(stdout(result))
 
 
-def test_a_preinitialised_kernel_app_and_shell_are_invisible_to_cells(tmp_path: Path) -> None:
+async def app_session(factory: Any, cwd: Path) -> dict[str, Any]:
+    """A torch session that asks for APP_STATE first, then draws, a magic, a figure, history."""
+    async with KernelSession(TORCH, cwd=cwd, manager_factory=factory) as k:
+        state = await k.run_cell(APP_STATE, 30)
+        seeds = await k.run_cell(SEEDS, 30)
+        magic = await k.run_cell("%who_ls", 30)
+        plot = await k.run_cell(PLOT, 60)
+        found = {
+            "forked": isinstance(k.km.provisioner.process, ForkedProcess),
+            "connection_file": k.km.connection_file,
+            "counts": [r.execution_count for r in (state, seeds, magic, plot)],
+            "state": app_state(state),
+            "seeds": json.loads(stdout(seeds)),
+            "magic": magic,
+            "plot": plot,
+        }
+        history = await k.run_cell("print(len(In), len(Out), In[3])", 30)
+        found["later_history"] = stdout(history)
+        return found
+
+
+def test_a_preinitialised_kernel_app_and_shell_are_invisible_to_cells(shared: dict[str, Any]) -> None:
     """The template configures ipykernel's app once (command line with the kernels' arguments,
     config files, profile, logging) and builds its shell; each forked kernel still has its own
     sockets, threads, kernel, history, namespace, environment and starting directory. The
     oracle is a kernel launched normally: what its cells see is what a forked kernel's cells
     see, but for what differs by design (the connection file, the seeds, the cwd)."""
-    folders = [tmp_path / name for name in ("fresh", "one", "two")]
-    for folder in folders:
-        folder.mkdir()
-
-    async def session(factory: Any, cwd: Path) -> dict[str, Any]:
-        async with KernelSession(TORCH, cwd=cwd, manager_factory=factory) as k:
-            state = await k.run_cell(APP_STATE, 30)
-            seeds = await k.run_cell(SEEDS, 30)
-            magic = await k.run_cell("%who_ls", 30)
-            plot = await k.run_cell(PLOT, 60)
-            found = {
-                "forked": isinstance(k.km.provisioner.process, ForkedProcess),
-                "connection_file": k.km.connection_file,
-                "counts": [r.execution_count for r in (state, seeds, magic, plot)],
-                "state": app_state(state),
-                "seeds": json.loads(stdout(seeds)),
-                "magic": magic,
-                "plot": plot,
-            }
-            history = await k.run_cell("print(len(In), len(Out), In[3])", 30)
-            found["later_history"] = stdout(history)
-            return found
-
-    with ForkServer() as server:
-
-        async def sessions() -> list[dict[str, Any]]:
-            assert await server.ready(TORCH)
-            fresh = await session(None, folders[0])
-            return [fresh, *await asyncio.gather(*(session(server.manager, f) for f in folders[1:]))]
-
-        fresh, *forked = run(sessions())
-        assert server.fallbacks == {}
+    fresh, forked, folders = shared["app"]["fresh"], shared["app"]["forked"], shared["app"]["folders"]
+    assert shared["fallbacks"] == {}
     assert not fresh["forked"] and fresh["state"]["preinitialised"] == [False, False]
     for found, cwd in zip(forked, folders[1:]):
         assert found["forked"] and found["state"]["preinitialised"] == [True, True]
@@ -500,23 +512,20 @@ def test_a_preinitialised_kernel_app_and_shell_are_invisible_to_cells(tmp_path: 
         assert len({d[index] for d in draws}) == 3, draws
 
 
-def test_a_session_env_the_template_did_not_see_gets_a_fully_initialised_app(
-    tmp_path: Path,
-) -> None:
+async def env_session(server: ForkServer, cwd: Path, extra: dict[str, str]) -> tuple[Any, dict[str, Any]]:
+    """A plain session with ``extra`` in its environment: its process, and APP_STATE."""
+    async with KernelSession(PLAIN, cwd=cwd, manager_factory=server.manager, extra_env=extra) as k:
+        result = await k.run_cell(APP_STATE, 30)
+        return k.km.provisioner.process, app_state(result)
+
+
+def test_a_session_env_the_template_did_not_see_gets_a_fully_initialised_app(shared: dict[str, Any]) -> None:
     """A variable allowed to differ per session (``per_session_env``) but not known to be unread
     by the kernel's configuration: the child builds its app and shell from scratch, and its
     cells see what a pre-initialised child's cells see (exit hooks included)."""
-    with ForkServer(per_session_env=["LIVECELLS_TEST_MARKER"]) as server:
-
-        async def one(extra: dict[str, str]) -> tuple[Any, dict[str, Any]]:
-            async with KernelSession(
-                PLAIN, cwd=tmp_path, manager_factory=server.manager, extra_env=extra
-            ) as k:
-                result = await k.run_cell(APP_STATE, 30)
-                return k.km.provisioner.process, app_state(result)
-
-        (process, state), (_, prepared) = run(one({"LIVECELLS_TEST_MARKER": "x"})), run(one({}))
-        assert server.fallbacks == {}
+    (process, state), (_, prepared) = shared["session_env"]  # with the variable, then without
+    state, prepared = copy.deepcopy(state), copy.deepcopy(prepared)  # popped from below
+    assert shared["fallbacks"] == {}
     assert isinstance(process, ForkedProcess)
     assert state["preinitialised"] == [False, False]  # neither the app nor the shell
     assert prepared["preinitialised"] == [True, True]

@@ -87,12 +87,20 @@ def line_of(text: str, needle: str) -> int:
 
 
 def spawn_build(src: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sphinx", "-q", "-b", "html", *extra, str(src), str(src / "_build")],
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    """A ``sphinx-build`` process with Ctrl-C's default meaning, whatever this process's is: a
+    test run started in the background by a script (whose shell ignores SIGINT in background
+    jobs, as POSIX says) would pass SIG_IGN on, and a SIGINT sent to the build would do nothing.
+    A handler of ours is not inherited: the build starts with the default disposition."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "sphinx", "-q", "-b", "html", *extra, str(src), str(src / "_build")],
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def wait_for(path: Path, proc: subprocess.Popen, within: float = 90) -> None:
@@ -117,11 +125,15 @@ def livecells_children(pid: int) -> list[psutil.Process]:
 # --- Class 4: no process outlives its session or the build ----------------------------------
 
 
+#: The root's index without its cell, for tests that need no session but their pages'.
+INDEX = "\n.. toctree::\n   :glob:\n\n   page*\n"
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 def test_daemons_end_with_their_session_whether_it_ends_or_its_kernel_dies(tmp_path, rootdir, fork):
     """page1's session ends normally, page2's kernel is killed: both families end with them."""
     dies = FAMILY.replace('"pids.txt"', '"pids-died.txt"') + "os.kill(os.getpid(), 9)\n"
-    pages = {"page1.rst": cell(FAMILY) + cell("print('after')"), "page2.rst": cell(dies)}
+    pages = {"page1.rst": cell(FAMILY) + cell("print('after')"), "page2.rst": cell(dies), "index.rst": INDEX}
     src = site(tmp_path, rootdir, pages)
     app, warnings = build_site(src, confoverrides={"livecells_fork_kernels": fork})
     assert survivors(read_pids(src / "pids.txt")) == [], warnings
@@ -349,8 +361,8 @@ def test_dependency_files_are_hashed_in_chunks_and_once_while_unchanged(tmp_path
     from livecells.plan.keys import file_digest
 
     big = tmp_path / "big.bin"
-    with open(big, "wb") as handle:  # 300 MB, sparse: cheap to make, read as zeros
-        handle.truncate(300 << 20)
+    with open(big, "wb") as handle:  # 64 MB, sparse: cheap to make, read as zeros; 8 times the bound
+        handle.truncate(64 << 20)
     hashes: dict = {}
     tracemalloc.start()
     first = file_digest(str(big), hashes)
