@@ -36,7 +36,7 @@ from nbclient import NotebookClient
 from livecells.model.streams import shown_outputs
 from livecells.model.text import strip_ansi
 
-from helpers import build_site, cells, soup
+from helpers import build_site, built_page, cells
 
 CORPUS = Path(__file__).parent / "data" / "oracle" / "cells.py"
 FRAMEWORKS = ("pytorch", "mxnet")
@@ -288,7 +288,7 @@ def page_shows(cell, out: Path, page: Path, name: str) -> list[tuple[str, Any]]:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_pages_show_what_jupyterlab_shows(oracle, framework):
     page_path = oracle["out"] / f"{framework}.html"
-    page = soup(page_path)
+    page = built_page(page_path)
     rendered = cells(page)
     assert len(rendered) == len(oracle["cells"][framework])
     differ = []
@@ -309,7 +309,7 @@ def test_no_highlighting_or_output_warnings(oracle):
 
 
 def test_code_is_highlighted_as_ipython(oracle):
-    page = soup(oracle["out"] / "pytorch.html")
+    page = built_page(oracle["out"] / "pytorch.html")
     blocks = page.select("div.highlight-ipython3")
     assert len(blocks) == len(oracle["cells"]["pytorch"])
     shell = next(b for b in blocks if "hi from the shell" in b.get_text())
