@@ -329,7 +329,7 @@ def test_latex_gets_native_math_and_formatted_rich_outputs(oracle):
 
 
 def test_a_traceback_over_the_limit_only_in_colour_is_kept_whole(oracle):
-    """The limit bounds a traceback as it is shown: without IPython's colours (which double it)."""
+    """The limit bounds a traceback as it is shown: without IPython's colours (which make it several times as long)."""
     names = [c.name for c in oracle["cells"]["pytorch"]]
     index = names.index("error-recursion")
     theirs = "\n".join(oracle["jupyter"]["pytorch"][index][-1]["traceback"])
