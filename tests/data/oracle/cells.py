@@ -332,7 +332,7 @@ def depth():
         frame, n = frame.f_back, n + 1
     return n
 limit = sys.getrecursionlimit()
-# About 28 frames (IPython takes ~10 ms a frame to format), whatever the kernel's own depth: a
+# About 28 frames (IPython takes 10 to 25 ms a frame to format), whatever the kernel's own depth: a
 # traceback of 130,000 characters, 25,000 without its colours, so over the default
 # livecells_output_limit only with them.
 sys.setrecursionlimit(depth() + 30)
