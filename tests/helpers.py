@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import re
 from io import StringIO
@@ -26,6 +27,18 @@ def d2l_corpus() -> Path | None:
 
 def soup(path: Path) -> BeautifulSoup:
     return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(path: Path, mtime_ns: int, size: int) -> BeautifulSoup:
+    return soup(path)
+
+
+def built_page(path: Path) -> BeautifulSoup:
+    """:func:`soup` of a page that a module's shared build wrote and several of its tests read,
+    parsed once per version of the file. Read it only: a change would reach the other tests."""
+    stat = path.stat()
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
 
 
 def cells(page: BeautifulSoup) -> list:

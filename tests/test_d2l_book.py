@@ -21,7 +21,7 @@ import pytest
 from livecells.cli.convert import convert_text
 
 from conftest import kernel_processes
-from helpers import build_site, d2l_corpus, soup
+from helpers import build_site, built_page, d2l_corpus
 
 # pybtex-apa-style, d2l's bibliography style, still writes pybtex's old `href [url, text]` form.
 pytestmark = pytest.mark.filterwarnings(r"ignore:href \[url, text\] is deprecated:DeprecationWarning")
@@ -105,7 +105,7 @@ def book(tmp_path_factory):
 
 
 def _page(book, chapter: str, which: str = "html"):
-    return soup(book[which] / f"{chapter}.html")
+    return built_page(book[which] / f"{chapter}.html")
 
 
 def _warning_lines(text: str) -> list[str]:
@@ -304,7 +304,7 @@ def test_prose_warnings_are_located_and_nothing_else_warns(prose):
 
 
 def test_prose_joins_its_frameworks_panel_before_and_after_the_cells(prose):
-    page = soup(prose["html"] / "index.html")
+    page = built_page(prose["html"] / "index.html")
     panels = _panels(_tab_set_with(page, "TORCHPROSE1"))
     assert list(panels) == ["pytorch", "mxnet"]
     torch, mx = panels["pytorch"], panels["mxnet"]
@@ -318,7 +318,7 @@ def test_prose_joins_its_frameworks_panel_before_and_after_the_cells(prose):
 
 
 def test_standing_alone_prose_is_a_synced_tab_set(prose):
-    page = soup(prose["html"] / "index.html")
+    page = built_page(prose["html"] / "index.html")
     tab_set = _tab_set_with(page, "TORCHALONE1")
     assert not tab_set.select("div.livecells-cell")
     panels = _panels(tab_set)
@@ -332,14 +332,14 @@ def test_standing_alone_prose_is_a_synced_tab_set(prose):
     assert "x + 10" in _panels(_tab_set_with(page, "TORCHBETWEEN"))["pytorch"][1]
     assert page.select_one("li div.sd-tab-set").get_text(" ", strip=True).endswith("MXINLIST inside a list.")
     # A page without cells; prose for a framework unknown to the book stays, as plain prose.
-    assert _panels(soup(prose["html"] / "standalone.html").select_one("div.sd-tab-set")) == {
+    assert _panels(built_page(prose["html"] / "standalone.html").select_one("div.sd-tab-set")) == {
         "pytorch": ["TORCHNOCELLS on a page without cells."], "mxnet": ["MXNOCELLS on a page without cells."]}
     tf = next(p for p in page.select("p") if "TFPROSE" in p.get_text())
     assert not tf.find_parent("div", class_="sd-tab-set")
 
 
 def test_recorded_figures_are_replaced_by_live_ones_and_never_split_the_group(prose):
-    page = soup(prose["html"] / "index.html")
+    page = built_page(prose["html"] / "index.html")
     plot = _tab_set_with(page, "plt.plot")
     assert [lab["data-sync-id"] for lab in plot.select("label.sd-tab-label")] == ["pytorch", "mxnet"]
     images = [img["src"] for img in plot.select("img")]
@@ -351,7 +351,7 @@ def test_recorded_figures_are_replaced_by_live_ones_and_never_split_the_group(pr
 
 
 def test_recorded_outputs_show_literally_when_not_run(prose):
-    page = soup(prose["off"] / "index.html")
+    page = built_page(prose["off"] / "index.html")
     recorded = [el.get_text() for el in page.select(".livecells-recorded")]
     assert "torchrecorded1" in recorded[0]
     assert "dense1_ (\n  Parameter dense1_weight (shape=(1, 8), dtype=float32)\n) *unbalanced `tick |sub| [1]_ anon__" in recorded[1]
@@ -399,7 +399,7 @@ def test_notebooks_hold_their_own_frameworks_prose(prose):
 
 
 def test_prose_for_a_comma_list_is_in_each_tab_with_its_ids_once(prose):
-    page = soup(prose["html"] / "index.html")
+    page = built_page(prose["html"] / "index.html")
     assert _panels(_tab_set_with(page, "SHAREDPROSE")) == {
         "pytorch": ["SHAREDPROSE for both, see itself ."], "mxnet": ["SHAREDPROSE for both, see itself ."]}
     assert len(page.select("#shared-prose")) == 1

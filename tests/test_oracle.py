@@ -36,7 +36,7 @@ from nbclient import NotebookClient
 from livecells.model.streams import shown_outputs
 from livecells.model.text import strip_ansi
 
-from helpers import build_site, cells, soup
+from helpers import build_site, built_page, cells
 
 CORPUS = Path(__file__).parent / "data" / "oracle" / "cells.py"
 FRAMEWORKS = ("pytorch", "mxnet")
@@ -288,7 +288,7 @@ def page_shows(cell, out: Path, page: Path, name: str) -> list[tuple[str, Any]]:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_pages_show_what_jupyterlab_shows(oracle, framework):
     page_path = oracle["out"] / f"{framework}.html"
-    page = soup(page_path)
+    page = built_page(page_path)
     rendered = cells(page)
     assert len(rendered) == len(oracle["cells"][framework])
     differ = []
@@ -309,7 +309,7 @@ def test_no_highlighting_or_output_warnings(oracle):
 
 
 def test_code_is_highlighted_as_ipython(oracle):
-    page = soup(oracle["out"] / "pytorch.html")
+    page = built_page(oracle["out"] / "pytorch.html")
     blocks = page.select("div.highlight-ipython3")
     assert len(blocks) == len(oracle["cells"]["pytorch"])
     shell = next(b for b in blocks if "hi from the shell" in b.get_text())
@@ -329,7 +329,7 @@ def test_latex_gets_native_math_and_formatted_rich_outputs(oracle):
 
 
 def test_a_traceback_over_the_limit_only_in_colour_is_kept_whole(oracle):
-    """The limit bounds a traceback as it is shown: without IPython's colours (which double it)."""
+    """The limit bounds a traceback as it is shown: without IPython's colours (which make it several times as long)."""
     names = [c.name for c in oracle["cells"]["pytorch"]]
     index = names.index("error-recursion")
     theirs = "\n".join(oracle["jupyter"]["pytorch"][index][-1]["traceback"])

@@ -319,15 +319,23 @@ except KeyError as e:
     raise ValueError("wrapped") from e
 
 # %% pytorch error-recursion raises
-def forever(n, a=1, b=2, c=3, d=4):
-    # Each frame of the traceback shows these lines in colour: many short tokens.
-    a, b, c, d = (a + b * c - d) % 7, (b + c * d - a) % 7, (c + d * a - b) % 7, (d + a * b - c) % 7
-    x, y, z = [a, b, c, d][0:2], {"a": a, "b": b}.get("c", c), (a, b, c, d)[-1:]
-    return forever(n + 1, a, b, c, d) if n >= 0 and a + b + c + d >= 0 else (x, y, z)
+def forever(n):
+    # Each frame of the traceback shows these lines, and IPython colours each keyword on its own:
+    # with its colour codes, a line is six times as long as without them.
+    v0 = not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not n
+    v1 = not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not n
+    v2 = not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not not n
+    return forever(n + 1) if n >= 0 else (v0, v1, v2)
+def depth():
+    frame, n = sys._getframe(1), 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1
+    return n
 limit = sys.getrecursionlimit()
-# About 155 frames: a traceback of 135,000 characters, 72,000 without its colours, so over the
-# default livecells_output_limit only with them (IPython takes ~20 ms a frame to format).
-sys.setrecursionlimit(180)
+# About 28 frames (IPython takes 10 to 25 ms a frame to format), whatever the kernel's own depth: a
+# traceback of 130,000 characters, 25,000 without its colours, so over the default
+# livecells_output_limit only with them.
+sys.setrecursionlimit(depth() + 30)
 try:
     forever(0)
 finally:
