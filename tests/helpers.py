@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import logging
 import os
 import re
 from io import StringIO
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import IPython.display
+import sphinx.util.logging
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
@@ -49,6 +52,29 @@ def meta(cell) -> list[str]:
     return [p.get_text() for p in cell.select("p.livecells-meta")]
 
 
+@contextlib.contextmanager
+def no_unshown_log_records():
+    """Sphinx apps made in this block make no log record that their verbosity does not show.
+
+    Sphinx sets its logger to DEBUG whatever the verbosity and lets its handlers drop what is
+    not shown: each app's start-up (every extension's add_config_value, add_node, connect, ...)
+    made some 700 debug records, each with a stack walk (7 % of the CPU time of a small test
+    build). The logger's level is set to the lowest its handlers show: nothing shown changes.
+    """
+    original = sphinx.util.logging.setup
+
+    def setup(app: Any, status: Any, warning: Any, *, verbosity: int = 0) -> None:
+        original(app, status, warning, verbosity=verbosity)
+        shown = sphinx.util.logging.VERBOSITY_MAP[max(verbosity, 0)]
+        logging.getLogger(sphinx.util.logging.NAMESPACE).setLevel(min(shown, logging.WARNING))
+
+    sphinx.util.logging.setup = setup
+    try:
+        yield
+    finally:
+        sphinx.util.logging.setup = original
+
+
 def build_site(
     src: Path, builder: str = "html", *, kernels: FakeKernels | None = None, **kwargs: Any
 ) -> tuple[SphinxTestApp, str]:
@@ -60,7 +86,8 @@ def build_site(
     warnings = StringIO()
     if kernels is not None:
         kwargs["confoverrides"] = {"livecells_fork_kernels": False, **kwargs.get("confoverrides", {})}
-    app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
+    with no_unshown_log_records():
+        app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
     if kernels is not None:
         app.livecells_scheduler_factory = kernels  # type: ignore[attr-defined]
     try:
