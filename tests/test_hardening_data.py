@@ -124,9 +124,9 @@ def warnings_of(warnings: str, subtype: str) -> list[str]:
     return [line for line in warnings.splitlines() if f"[livecells.{subtype}]" in line]
 
 
-def assert_others_survive(app) -> None:
-    """The valid beta session of index and the other page still show their stored output."""
-    assert "beta cell\") out" in outputs(cell_with(page(app), "beta cell"))
+def assert_others_survive(app, name: str = "index") -> None:
+    """The valid beta session of page ``name`` and the other page still show their stored output."""
+    assert "beta cell\") out" in outputs(cell_with(page(app, name), "beta cell"))
     assert "print(\"other page\") out" in outputs(cell_with(page(app, "other"), "other page"))
 
 
@@ -153,16 +153,55 @@ BAD_FILES = {
 }
 
 
-@pytest.mark.parametrize("why", list(BAD_FILES))
-def test_a_bad_store_file_is_a_located_warning_and_nothing_else(site, why):
-    path = write_store(site, "index", text=BAD_FILES[why])
-    app, warnings = cache_build(site)
+def index_copies(src: Path, kind: str, whys) -> dict[str, str]:
+    """A copy of the index page (its cells and their recorded output) per member of ``whys``,
+    each in index's toctree; their docnames, by member."""
+    text = (src / "index.rst").read_text()
+    cells = text[text.index(".. live-cell::"):]
+    docnames = {why: f"{kind}-{n:02}" for n, why in enumerate(whys)}
+    for docname in docnames.values():
+        (src / f"{docname}.rst").write_text(f"{docname}\n{'=' * len(docname)}\n\n{cells}")
+    (src / "index.rst").write_text(text.replace("   other\n", "   other\n" + "".join(f"   {d}\n" for d in docnames.values())))
+    return docnames
+
+
+@pytest.fixture(scope="module")
+def bad_site(tmp_path_factory, rootdir):
+    """One cache build of the test-harden site with a copy of its index page per bad store file
+    (:data:`BAD_FILES`) and per bad session (:data:`RENDERED_BAD`), each page with its own store
+    file: in place of a build per member, each test reads its own page, and the warnings located
+    there or naming its store file. The app, the warnings, and by member its docname and store file."""
+    src = tmp_path_factory.mktemp("bad") / "site"
+    shutil.copytree(rootdir / "test-harden", src)
+    write_store(src, "other", good_sessions(OTHER))
+    docnames = {**index_copies(src, "file", BAD_FILES), **index_copies(src, "session", RENDERED_BAD)}
+    paths = {why: write_store(src, docnames[why], text=BAD_FILES[why]) for why in BAD_FILES}
+    for why in RENDERED_BAD:
+        paths[why] = write_store(src, docnames[why], {**good_sessions(), "alpha": BAD_SESSIONS[why]})
+    app, warnings = cache_build(src)
+    return app, warnings, docnames, paths
+
+
+def store_warnings_of(bad_site, why: str) -> list[str]:
+    """The store warnings of ``why``'s page: those that name its store file, which must be those
+    located on its page; and every store warning of the build names the file of its page."""
+    _, warnings, docnames, paths = bad_site
     found = warnings_of(warnings, "store")
-    assert found and all(str(path) in w for w in found), warnings
-    assert all("index" in w.split("WARNING")[0] for w in found)
+    located = {why: [w for w in found if f"{docnames[why]}.rst" in w.split("WARNING")[0]] for why in paths}
+    assert sorted(w for ws in located.values() for w in ws) == sorted(found), warnings
+    naming = [w for w in found if str(paths[why]) in w]
+    assert naming == located[why], warnings
+    return naming
+
+
+@pytest.mark.parametrize("why", list(BAD_FILES))
+def test_a_bad_store_file_is_a_located_warning_and_nothing_else(bad_site, why):
+    app, warnings, docnames, _ = bad_site
+    found = store_warnings_of(bad_site, why)
+    assert found, warnings
     assert "Traceback" not in warnings and "Exception occurred" not in warnings
     # The page is written: its cells show their recorded output or nothing, never a crash.
-    assert "RECORDED-BETA" in outputs(cell_with(page(app), "beta cell"))
+    assert "RECORDED-BETA" in outputs(cell_with(page(app, docnames[why]), "beta cell"))
     assert "other page\") out" in outputs(cell_with(page(app, "other"), "other page"))
 
 
@@ -233,6 +272,9 @@ def _bad_sessions() -> dict[str, dict]:
 
 
 BAD_SESSIONS = _bad_sessions()
+#: The bad sessions also built into a page (the schema test below refuses every one).
+RENDERED_BAD = ["session is a list", "time is NaN", "bad base64 image", "lone surrogate in text",
+                "cells is a dict", "unknown output_type", "metadata depth bomb", "host is a number"]
 
 
 @pytest.mark.parametrize("why", list(BAD_SESSIONS))
@@ -292,26 +334,21 @@ def test_every_image_type_the_collector_keeps_is_shown(site):
     assert "<image/" not in outputs(shown) and "livecells.output" not in warnings
 
 
-@pytest.mark.parametrize(
-    "why", ["session is a list", "time is NaN", "bad base64 image", "lone surrogate in text",
-            "cells is a dict", "unknown output_type", "metadata depth bomb", "host is a number"]
-)
-def test_a_bad_session_is_a_located_warning_and_the_rest_renders(site, why):
-    sessions = good_sessions()
-    sessions["alpha"] = BAD_SESSIONS[why]
-    path = write_store(site, "index", sessions)
-    app, warnings = cache_build(site)
-    found = warnings_of(warnings, "store")
-    assert len(found) == 1 and str(path) in found[0] and "'alpha'" in found[0], warnings
+@pytest.mark.parametrize("why", RENDERED_BAD)
+def test_a_bad_session_is_a_located_warning_and_the_rest_renders(bad_site, why):
+    app, warnings, docnames, _ = bad_site
+    name = docnames[why]
+    found = store_warnings_of(bad_site, why)
+    assert len(found) == 1 and "'alpha'" in found[0], warnings
     assert "runs again" in found[0]
     assert "Traceback" not in warnings
-    assert_others_survive(app)
+    assert_others_survive(app, name)
     # The bad session is not shown: alpha's cells have no stored output.
-    assert "first\") out" not in outputs(cell_with(page(app), 'print("first")'))
+    assert "first\") out" not in outputs(cell_with(page(app, name), 'print("first")'))
     # Its notebook download is still a valid notebook, without the bad outputs.
-    notebook = json.loads((app.outdir / "_downloads/livecells/index.alpha.ipynb").read_text())
+    notebook = json.loads((app.outdir / f"_downloads/livecells/{name}.alpha.ipynb").read_text())
     assert all(c.get("outputs", []) == [] for c in notebook["cells"] if c["cell_type"] == "code")
-    beta = json.loads((app.outdir / "_downloads/livecells/index.beta.ipynb").read_text())
+    beta = json.loads((app.outdir / f"_downloads/livecells/{name}.beta.ipynb").read_text())
     assert any(c.get("outputs") for c in beta["cells"] if c["cell_type"] == "code")
 
 
