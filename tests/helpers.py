@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import re
+import subprocess
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,22 @@ def build_site(
     finally:
         app.cleanup()
     return app, re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())
+
+
+def livecells_cli(*argv: str) -> subprocess.CompletedProcess:
+    """``python -m livecells ARGV`` run in this process (its ``main``, what it prints to stdout
+    and stderr captured), for the tests of what the command does rather than of its process: a
+    spawned one costs a Python start-up each. Its exit status, stdout and stderr, as
+    :func:`subprocess.run` gives them."""
+    from livecells.cli.main import main
+
+    out, err = StringIO(), StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as stop:  # argparse's errors and --help
+            code = stop.code if isinstance(stop.code, int) else 1
+    return subprocess.CompletedProcess(["livecells", *argv], code, out.getvalue(), err.getvalue())
 
 
 # -- a scheduler without kernels, for the tests whose subject is policy --------------------------

@@ -35,7 +35,7 @@ from livecells.render.ansi import ansi_to_html
 from livecells.store.files import OutputStore
 from livecells.store.schema import Invalid, check_output, check_session, repair_session
 
-from helpers import FakeKernels, build_site, cell_with, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, livecells_cli, outputs, soup
 
 EXT = str(Path(__file__).parents[1] / "ext")
 
@@ -379,20 +379,14 @@ def test_the_report_directive_and_cli_survive_bad_sessions(site):
     assert "Traceback" not in warnings
     assert "box" in page(app, "other").select_one("table.livecells-report").get_text()
     for extra in ([], ["--json"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "livecells", "report", "-s", str(site), *extra],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": EXT}, timeout=60,
-        )
+        done = livecells_cli("report", "-s", str(site), *extra)
         assert done.returncode == 0, done.stderr
         assert "broken.json" in done.stderr and "'alpha'" in done.stderr
         assert "beta" in done.stdout and "Traceback" not in done.stderr
     # clear -f on a damaged file: a warning, not a traceback; clear without -f removes it.
-    env = {**os.environ, "PYTHONPATH": EXT}
-    done = subprocess.run([sys.executable, "-m", "livecells", "clear", "-s", str(site), "-f", "alpha", "broken"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = livecells_cli("clear", "-s", str(site), "-f", "alpha", "broken")
     assert done.returncode == 0 and "broken.json" in done.stderr and "Traceback" not in done.stderr
-    done = subprocess.run([sys.executable, "-m", "livecells", "clear", "-s", str(site), "broken"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = livecells_cli("clear", "-s", str(site), "broken")
     assert done.returncode == 0 and not (site / "_livecells" / "broken.json").exists()
 
 
@@ -400,8 +394,7 @@ def test_the_cli_report_prints_no_control_characters(site):
     sessions = good_sessions()
     sessions["alpha"]["provenance"]["host"] = "\x1b]0;pwned\x07box\x1b[2J"
     write_store(site, "index", sessions)
-    done = subprocess.run([sys.executable, "-m", "livecells", "report", "-s", str(site)],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": EXT}, timeout=60)
+    done = livecells_cli("report", "-s", str(site))
     assert done.returncode == 0
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout
 

@@ -9,7 +9,6 @@ that the fake gives what they give; the kernel's own behaviour is tested in test
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ import pytest
 from livecells.model.text import strip_ansi
 from livecells.store.files import FORMAT, OutputStore, StoreProblem
 
-from helpers import FakeKernels, build_site, cell_with, meta, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, livecells_cli, meta, outputs, soup
 
 ALL = [("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")]
 
@@ -357,26 +356,21 @@ def test_store_problems_are_plain_exceptions(tmp_path):
 
 def test_cli_report_and_clear(built, fake):
     site = built
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "ext")}
-    report = subprocess.run(
-        [sys.executable, "-m", "livecells", "report", "-s", str(site)],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout
+    # The command run in this process (test_hardening_data spawns ``python -m livecells report``).
+    report = livecells_cli("report", "-s", str(site))
+    assert report.returncode == 0, report.stderr
+    report = report.stdout
     assert "index" in report and "other" in report and "alpha" in report and "beta" in report
     assert "4 session(s)" in report
-    rows = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "livecells", "report", "-s", str(site), "--json"],
-            capture_output=True, text=True, env=env, check=True,
-        ).stdout
-    )
+    listed = livecells_cli("report", "-s", str(site), "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
     assert {(r["page"], r["framework"]) for r in rows} == {
         ("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")
     }
-    cleared = subprocess.run(
-        [sys.executable, "-m", "livecells", "clear", "-s", str(site), "other", "-f", "beta"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout
+    cleared = livecells_cli("clear", "-s", str(site), "other", "-f", "beta")
+    assert cleared.returncode == 0, cleared.stderr
+    cleared = cleared.stdout
     assert "cleared other [beta]" in cleared
     assert set(stored(site, "other")["sessions"]) == {"alpha"}
     state, _, _ = build(site, fake)
