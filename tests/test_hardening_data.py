@@ -184,14 +184,15 @@ def bad_site(tmp_path_factory, rootdir):
 
 def store_warnings_of(bad_site, why: str) -> list[str]:
     """The store warnings of ``why``'s page: those that name its store file, which must be those
-    located on its page; and every store warning of the build names the file of its page."""
+    located on its page; and every store warning of the build is located on one page and names
+    that page's store file."""
     _, warnings, docnames, paths = bad_site
     found = warnings_of(warnings, "store")
-    located = {why: [w for w in found if f"{docnames[why]}.rst" in w.split("WARNING")[0]] for why in paths}
+    located = {each: [w for w in found if f"{docnames[each]}.rst" in w.split("WARNING")[0]] for each in paths}
     assert sorted(w for ws in located.values() for w in ws) == sorted(found), warnings
-    naming = [w for w in found if str(paths[why]) in w]
-    assert naming == located[why], warnings
-    return naming
+    for each, path in paths.items():
+        assert [w for w in found if str(path) in w] == located[each], warnings
+    return located[why]
 
 
 @pytest.mark.parametrize("why", list(BAD_FILES))
