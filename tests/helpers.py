@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
+import logging
 import os
 import re
+import subprocess
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import IPython.display
+import sphinx.util.logging
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
@@ -62,6 +66,29 @@ def meta(cell) -> list[str]:
     return [p.get_text() for p in cell.select("p.livecells-meta")]
 
 
+@contextlib.contextmanager
+def no_unshown_log_records():
+    """Sphinx apps made in this block make no log record that their verbosity does not show.
+
+    Sphinx sets its logger to DEBUG whatever the verbosity and lets its handlers drop what is
+    not shown: each app's start-up (every extension's add_config_value, add_node, connect, ...)
+    made some 700 debug records, each with a stack walk (7 % of the CPU time of a small test
+    build). The logger's level is set to the lowest its handlers show: nothing shown changes.
+    """
+    original = sphinx.util.logging.setup
+
+    def setup(app: Any, status: Any, warning: Any, *, verbosity: int = 0) -> None:
+        original(app, status, warning, verbosity=verbosity)
+        shown = sphinx.util.logging.VERBOSITY_MAP[max(verbosity, 0)]
+        logging.getLogger(sphinx.util.logging.NAMESPACE).setLevel(min(shown, logging.WARNING))
+
+    sphinx.util.logging.setup = setup
+    try:
+        yield
+    finally:
+        sphinx.util.logging.setup = original
+
+
 def build_site(
     src: Path, builder: str = "html", *, kernels: FakeKernels | None = None, **kwargs: Any
 ) -> tuple[SphinxTestApp, str]:
@@ -73,7 +100,8 @@ def build_site(
     warnings = StringIO()
     if kernels is not None:
         kwargs["confoverrides"] = {"livecells_fork_kernels": False, **kwargs.get("confoverrides", {})}
-    app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
+    with no_unshown_log_records():
+        app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
     if kernels is not None:
         app.livecells_scheduler_factory = kernels  # type: ignore[attr-defined]
     try:
@@ -81,6 +109,22 @@ def build_site(
     finally:
         app.cleanup()
     return app, re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())
+
+
+def livecells_cli(*argv: str) -> subprocess.CompletedProcess:
+    """``python -m livecells ARGV`` run in this process (its ``main``, what it prints to stdout
+    and stderr captured), for the tests of what the command does rather than of its process: a
+    spawned one costs a Python start-up each. Its exit status, stdout and stderr, as
+    :func:`subprocess.run` gives them."""
+    from livecells.cli.main import main
+
+    out, err = StringIO(), StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as stop:  # argparse's errors and --help
+            code = stop.code if isinstance(stop.code, int) else 1
+    return subprocess.CompletedProcess(["livecells", *argv], code, out.getvalue(), err.getvalue())
 
 
 # -- a scheduler without kernels, for the tests whose subject is policy --------------------------

@@ -9,7 +9,6 @@ that the fake gives what they give; the kernel's own behaviour is tested in test
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ import pytest
 from livecells.model.text import strip_ansi
 from livecells.store.files import FORMAT, OutputStore, StoreProblem
 
-from helpers import FakeKernels, build_site, cell_with, meta, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, livecells_cli, meta, outputs, soup
 
 ALL = [("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")]
 
@@ -46,6 +45,26 @@ def fake() -> FakeKernels:
 def site(tmp_path, rootdir):
     src = tmp_path / "site"
     shutil.copytree(rootdir / "test-store", src)
+    return src
+
+
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory, rootdir) -> Path:
+    """The test-store site after one build on fake kernels (every session ran and is stored)."""
+    src = tmp_path_factory.mktemp("built") / "site"
+    shutil.copytree(rootdir / "test-store", src)
+    kernels = FakeKernels()
+    state, warnings, _ = build(src, kernels)
+    assert (state.ran, state.cached) == (4, 0) and kernels.take() == ALL, warnings
+    return src
+
+
+@pytest.fixture
+def built(built_once, tmp_path) -> Path:
+    """A copy of :func:`built_once` as it is published: the sources and the store, no _build (so
+    every test starts from the same store, and its builds are its own)."""
+    src = tmp_path / "site"
+    shutil.copytree(built_once, src, ignore=shutil.ignore_patterns("_build"))
     return src
 
 
@@ -168,12 +187,8 @@ def test_rebuilds_run_only_what_changed(site, fake):
     assert "alpha reads second version" in outputs(cell_with(page(app), "alpha reads"))
 
 
-def test_gpu_required_on_a_cpu_machine_shows_stored_results(site, tmp_path, fake):
-    build(site, fake)
-    published = tmp_path / "published"
-    shutil.copytree(site, published, ignore=shutil.ignore_patterns("_build"))
-    fake.take()
-    state, warnings, app = build(published, fake, device="gpu")
+def test_gpu_required_on_a_cpu_machine_shows_stored_results(built, fake):
+    state, warnings, app = build(built, fake, device="gpu")  # the store, published
     assert state.ran == 0 and fake.take() == []
     cell = cell_with(page(app), "alpha reads")
     assert "alpha reads first version" in outputs(cell)
@@ -182,9 +197,8 @@ def test_gpu_required_on_a_cpu_machine_shows_stored_results(site, tmp_path, fake
     assert "livecells" not in warnings
 
 
-def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(site, fake):
-    build(site, fake)
-    fake.take()
+def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(built, fake):
+    site = built
     path = site / "_livecells" / "index.json"
     data = json.loads(path.read_text())
     for session in data["sessions"].values():
@@ -250,16 +264,13 @@ def test_cache_mode_never_runs(site, fake):
     assert "beta says 42" in outputs(cell_with(page(app), "beta says"))
 
 
-def test_force_runs_everything(site, fake):
-    build(site, fake)
-    fake.take()
-    state, _, _ = build(site, fake, execute="force", fresh=True)
+def test_force_runs_everything(built, fake):
+    state, _, _ = build(built, fake, execute="force", fresh=True)
     assert state.ran == 4 and fake.take() == ALL
 
 
-def test_a_damaged_store_file_is_reported_once_and_recomputed(site, fake):
-    build(site, fake)
-    fake.take()
+def test_a_damaged_store_file_is_reported_once_and_recomputed(built, fake):
+    site = built
     path = site / "_livecells" / "index.json"
     path.write_text(path.read_text()[: len(path.read_text()) // 2])
     state, warnings, app = build(site, fake, fresh=True)
@@ -270,9 +281,8 @@ def test_a_damaged_store_file_is_reported_once_and_recomputed(site, fake):
     json.loads(path.read_text())
 
 
-def test_a_newer_store_format_is_not_misread_nor_overwritten(site, fake):
-    build(site, fake)
-    fake.take()
+def test_a_newer_store_format_is_not_misread_nor_overwritten(built, fake):
+    site = built
     path = site / "_livecells" / "other.json"
     data = json.loads(path.read_text())
     data["format"] = FORMAT + 1
@@ -344,29 +354,23 @@ def test_store_problems_are_plain_exceptions(tmp_path):
     assert store.load("missing")["sessions"] == {}
 
 
-def test_cli_report_and_clear(site, fake):
-    build(site, fake)
-    fake.take()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "ext")}
-    report = subprocess.run(
-        [sys.executable, "-m", "livecells", "report", "-s", str(site)],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout
+def test_cli_report_and_clear(built, fake):
+    site = built
+    # The command run in this process (test_hardening_data spawns ``python -m livecells report``).
+    report = livecells_cli("report", "-s", str(site))
+    assert report.returncode == 0, report.stderr
+    report = report.stdout
     assert "index" in report and "other" in report and "alpha" in report and "beta" in report
     assert "4 session(s)" in report
-    rows = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "livecells", "report", "-s", str(site), "--json"],
-            capture_output=True, text=True, env=env, check=True,
-        ).stdout
-    )
+    listed = livecells_cli("report", "-s", str(site), "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
     assert {(r["page"], r["framework"]) for r in rows} == {
         ("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")
     }
-    cleared = subprocess.run(
-        [sys.executable, "-m", "livecells", "clear", "-s", str(site), "other", "-f", "beta"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stdout
+    cleared = livecells_cli("clear", "-s", str(site), "other", "-f", "beta")
+    assert cleared.returncode == 0, cleared.stderr
+    cleared = cleared.stdout
     assert "cleared other [beta]" in cleared
     assert set(stored(site, "other")["sessions"]) == {"alpha"}
     state, _, _ = build(site, fake)
