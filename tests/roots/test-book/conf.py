@@ -3,8 +3,8 @@
 extensions = ["livecells"]
 project = "Book"
 livecells_frameworks = {
-    "pytorch": {"label": "PyTorch", "kernel": "python3"},
-    "mxnet": {"label": "MXNet", "kernel": "python3"},
+    "pytorch": {"label": "PyTorch", "kernel": "python3", "preload": []},
+    "mxnet": {"label": "MXNet", "kernel": "python3", "preload": []},
 }
 livecells_timeout = 30
 latex_documents = [("index", "book.tex", "Book", "livecells", "manual")]

@@ -5,7 +5,7 @@
 extensions = ["livecells"]
 html_theme = "furo"  # the theme of the livecells docs
 livecells_frameworks = {
-    "pytorch": {"label": "PyTorch", "kernel": "python3"},
-    "mxnet": {"label": "MXNet", "kernel": "python3"},
+    "pytorch": {"label": "PyTorch", "kernel": "python3", "preload": []},
+    "mxnet": {"label": "MXNet", "kernel": "python3", "preload": []},
 }
 livecells_timeout = 30
