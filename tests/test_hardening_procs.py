@@ -78,6 +78,21 @@ def survivors(pids: list[int], within: float = 3.0) -> list[int]:
     return [p for p in pids if alive(p)]
 
 
+def describe(left: list[int], pids: list[int]) -> list[tuple]:
+    """What each process left is (for a failure's message): pid, which of the cell's (its index in
+    ``pids``, 0 the kernel; None: the build's), status, parent, where it waits, command line."""
+    found = []
+    for pid in dict.fromkeys(left):
+        try:
+            proc = psutil.Process(pid)
+            with open(f"/proc/{pid}/wchan", encoding="ascii") as handle:
+                where = handle.read()
+            found.append((pid, pids.index(pid) if pid in pids else None, proc.status(), proc.ppid(), where, proc.cmdline()[:3]))
+        except (OSError, psutil.Error) as err:
+            found.append((pid, repr(err)))
+    return found
+
+
 def read_pids(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()]
 
@@ -164,7 +179,8 @@ def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, roo
     proc.communicate(timeout=30)
     assert time.monotonic() - started < 2.0
     assert proc.returncode != 0
-    assert survivors(pids + everything) == []
+    left = survivors(pids + everything)
+    assert left == [], describe(left, pids)
     stored = json.loads((src / "_livecells" / "index.json").read_text())
     assert stored["sessions"]["alpha"]["status"] == "ok"
     assert not (src / "_livecells" / "page1.json").exists()
