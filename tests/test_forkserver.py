@@ -118,14 +118,13 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         data = run(sessions())
         data["fallbacks"], data["torch"]["template"] = dict(server.fallbacks), template.process.pid
         data["torch"]["cmdline"] = psutil.Process(template.process.pid).cmdline()
-    data["torch"]["fallbacks"] = data["fallbacks"]
     return data
 
 
 @pytest.fixture(scope="module")
 def torch_runs(shared: dict[str, Any]) -> dict[str, Any]:
     """Two torch sessions launched at once from one template, and what each saw."""
-    return shared["torch"]
+    return {**shared["torch"], "fallbacks": shared["fallbacks"]}
 
 
 def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
