@@ -3,8 +3,8 @@
 The chapters come from the d2l corpus (real d2lbook 1.0.3 output, with the real ``d2l`` package,
 figures and ``d2l.bib``; see its README), converted at test time with ``python -m livecells
 convert``'s own code. One HTML build runs parameters, model-construction, probability and
-linear-regression-scratch (eight sessions, about 30 s on two cores, mostly imports and the
-training); the other builds read its store or run nothing. Framework prose (``live-text``) and
+linear-regression-scratch (eight sessions, about 15 s on two cores, mostly the imports of torch,
+mxnet and d2l in the two templates, and the training); the other builds read its store or run nothing. Framework prose (``live-text``) and
 recorded outputs are also checked on ``tests/roots/test-d2l-text``, a small site on plain python3
 kernels.
 """
@@ -44,6 +44,11 @@ math_numfig = True
 bibtex_bibfiles = ["d2l.bib"]
 livecells_depends = ["d2l/*.py"]
 livecells_timeout = 300
+# As the migration guide advises: each framework's template imports the book's d2l module too.
+livecells_frameworks = {
+    "pytorch": {"label": "PyTorch", "preload": ["torch", "d2l.torch"]},
+    "mxnet": {"label": "MXNet", "preload": ["mxnet", "d2l.mxnet"]},
+}
 """
 INDEX = "d2l corpus\n==========\n\n.. toctree::\n   :numbered:\n\n" + "".join(f"   {c}\n" for c in CHAPTERS)
 #: Warnings a plain Sphinx build of these chapters gives too: references into chapters that are

@@ -466,6 +466,31 @@ def test_which_distribution_provides_a_module_is_read_once_per_interpreter_query
     assert found["no_such_module_livecells"] == "" and found["pytest"] == pytest.__version__
 
 
+def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A preload such as ``d2l.torch``: the book's package on PYTHONPATH (set after this process
+    started, as a build may set it for its kernels) is looked into, not imported (its
+    ``__init__`` would run in the build's process); a distribution's submodule has
+    the distribution's version; a missing submodule is not installed."""
+    package = tmp_path / "livecells_book_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("open(__file__ + '.ran', 'w').close()\nraise RuntimeError('ran')\n")
+    (package / "torch.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # set since this process started, as kernels see it
+    found = interpreter.details(
+        ["livecells_book_pkg.torch", "livecells_book_pkg.jax", "_pytest.python", "os.path", "no_such_module_livecells.x"]
+    )["packages"]
+    assert found == {
+        "livecells_book_pkg.torch": "unversioned",
+        "livecells_book_pkg.jax": "",
+        "_pytest.python": pytest.__version__,  # _pytest is the pytest distribution's
+        "os.path": f"stdlib {platform.python_version()}",
+        "no_such_module_livecells.x": "",
+    }
+    assert not (package / "__init__.py.ran").exists() and "livecells_book_pkg" not in sys.modules
+
+
 # --- One real kernel: the hook's file is what runs there.
 
 

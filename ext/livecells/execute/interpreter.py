@@ -11,37 +11,61 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import platform
 import sys
 from importlib import metadata
+from importlib.machinery import ModuleSpec, PathFinder
 from typing import Any, Callable, Mapping
 
 
 def version(
     module: str, providers: Callable[[], Mapping[str, list[str]]] = metadata.packages_distributions
 ) -> str:
-    """The version of the distribution that provides ``module``; for the standard library,
-    Python's; ``"unversioned"`` for a module importable without metadata; "" if not found.
+    """The version of the distribution that provides ``module`` (for ``a.b``, the one that
+    provides ``a``); for the standard library, Python's; ``"unversioned"`` for a module that can
+    be found without distribution metadata (on PYTHONPATH, say); "" if not found.
+
+    Nothing is imported: for ``a.b`` the package ``a`` is looked into, not run (its
+    ``__init__`` may be a book's own code, with side effects in the build's process).
 
     ``providers``: which distributions provide each top-level module (reading it opens every
     installed distribution's file list, ~0.6 s with torch and mxnet installed).
     """
+    top = module.partition(".")[0]
     try:
-        return metadata.version(module)
+        return metadata.version(top)
     except Exception:
         pass
     try:
-        dists = providers().get(module, [])
+        dists = providers().get(top, [])
         if dists:
             return metadata.version(dists[0])
     except Exception:
         pass
-    if module in getattr(sys, "stdlib_module_names", ()) or module in sys.builtin_module_names:
+    if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names:
         return f"stdlib {platform.python_version()}"
-    try:  # importable without distribution metadata (a module on PYTHONPATH)
-        return "unversioned" if importlib.util.find_spec(module) is not None else ""
+    try:
+        return "unversioned" if locate(module) is not None else ""
     except Exception:
         return ""
+
+
+def locate(module: str) -> ModuleSpec | None:
+    """The spec of ``module`` as a kernel's import would find it, found without running any
+    code: a top-level name through ``sys.meta_path``, or in the folders of ``PYTHONPATH`` as it
+    is now (what kernels inherit; asked in the build's process, it may have been set since
+    this process started); a submodule in its package's folders."""
+    first, *rest = module.split(".")
+    spec = importlib.util.find_spec(first)  # a top-level name: its parent is not imported
+    if spec is None:
+        folders = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        spec = PathFinder.find_spec(first, folders) if folders else None
+    for part in rest:
+        if spec is None or spec.submodule_search_locations is None:
+            return None
+        spec = PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    return spec
 
 
 def details(modules: list[str]) -> dict[str, Any]:
