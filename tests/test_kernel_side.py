@@ -454,16 +454,18 @@ def test_which_distribution_provides_a_module_is_read_once_per_interpreter_query
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Reading which distributions provide each module opens every installed distribution's file
-    list: asked for none when every module is a distribution's name, once for several that are
-    not (the standard library's, one on no distribution, one not installed)."""
+    list: asked for none when every module is a distribution's name, the standard library's, or
+    not installed; once for several in site-packages that a distribution of another name provides."""
     real, calls = interpreter.metadata.packages_distributions, []
     monkeypatch.setattr(interpreter.metadata, "packages_distributions", lambda: calls.append(1) or real())
-    assert interpreter.details(["pytest", "psutil"])["packages"] == {"pytest": pytest.__version__, "psutil": psutil.__version__}
+    found = interpreter.details(["pytest", "psutil", "json", "os", "no_such_module_livecells"])["packages"]
     assert calls == []
-    found = interpreter.details(["json", "os", "no_such_module_livecells", "pytest"])["packages"]
-    assert calls == [1]
+    assert found["pytest"] == pytest.__version__ and found["psutil"] == psutil.__version__
     assert found["json"] == found["os"] == f"stdlib {platform.python_version()}"
-    assert found["no_such_module_livecells"] == "" and found["pytest"] == pytest.__version__
+    assert found["no_such_module_livecells"] == ""
+    found = interpreter.details(["_pytest", "_pytest.python", "pytest"])["packages"]
+    assert calls == [1]
+    assert found == {"_pytest": pytest.__version__, "_pytest.python": pytest.__version__, "pytest": pytest.__version__}
 
 
 def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
@@ -478,6 +480,8 @@ def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
     (package / "__init__.py").write_text("open(__file__ + '.ran', 'w').close()\nraise RuntimeError('ran')\n")
     (package / "torch.py").write_text("")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # set since this process started, as kernels see it
+    real, calls = interpreter.metadata.packages_distributions, []
+    monkeypatch.setattr(interpreter.metadata, "packages_distributions", lambda: calls.append(1) or real())
     found = interpreter.details(
         ["livecells_book_pkg.torch", "livecells_book_pkg.jax", "_pytest.python", "os.path", "no_such_module_livecells.x"]
     )["packages"]
@@ -489,6 +493,7 @@ def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
         "no_such_module_livecells.x": "",
     }
     assert not (package / "__init__.py.ran").exists() and "livecells_book_pkg" not in sys.modules
+    assert calls == [1]  # for _pytest, in site-packages; not for the book's package
 
 
 # --- One real kernel: the hook's file is what runs there.

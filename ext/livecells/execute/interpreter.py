@@ -23,32 +23,47 @@ def version(
     module: str, providers: Callable[[], Mapping[str, list[str]]] = metadata.packages_distributions
 ) -> str:
     """The version of the distribution that provides ``module`` (for ``a.b``, the one that
-    provides ``a``); for the standard library, Python's; ``"unversioned"`` for a module that can
-    be found without distribution metadata (on PYTHONPATH, say); "" if not found.
+    provides ``a``); for the standard library, Python's; ``"unversioned"`` for a module found
+    outside site-packages (on PYTHONPATH, say); "" if not found.
 
     Nothing is imported: for ``a.b`` the package ``a`` is looked into, not run (its
     ``__init__`` may be a book's own code, with side effects in the build's process).
 
     ``providers``: which distributions provide each top-level module (reading it opens every
-    installed distribution's file list, ~0.6 s with torch and mxnet installed).
+    installed distribution's file list, ~0.6 s with torch and mxnet installed): asked only for a
+    module in site-packages whose distribution has another name (``PIL``, of Pillow).
     """
     top = module.partition(".")[0]
     try:
         return metadata.version(top)
     except Exception:
         pass
-    try:
-        dists = providers().get(top, [])
-        if dists:
-            return metadata.version(dists[0])
-    except Exception:
-        pass
     if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names:
         return f"stdlib {platform.python_version()}"
     try:
-        return "unversioned" if locate(module) is not None else ""
+        found = locate(top)
+        if found is None or (module != top and locate(module) is None):
+            return ""
     except Exception:
         return ""
+    if _in_site_packages(found):
+        try:
+            dists = providers().get(top, [])
+            if dists:
+                return metadata.version(dists[0])
+        except Exception:
+            pass
+    return "unversioned"
+
+
+def _in_site_packages(spec: ModuleSpec) -> bool:
+    places = [spec.origin] if spec.origin else list(spec.submodule_search_locations or [])
+    sites = [os.path.join(d, "") for d in site_dirs()]
+    return any(str(place).startswith(tuple(sites)) for place in places if place)
+
+
+def site_dirs() -> list[str]:
+    return [d for d in sys.path if d.endswith("-packages")]
 
 
 def locate(module: str) -> ModuleSpec | None:
@@ -75,7 +90,7 @@ def details(modules: list[str]) -> dict[str, Any]:
         "python": platform.python_version(),
         "executable": sys.executable,
         "packages": {m: version(m, providers) for m in modules},
-        "site_dirs": [d for d in sys.path if d.endswith("-packages")],
+        "site_dirs": site_dirs(),
     }
 
 
