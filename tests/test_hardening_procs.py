@@ -80,14 +80,19 @@ def survivors(pids: list[int], within: float = 3.0) -> list[int]:
 
 def describe(left: list[int], pids: list[int]) -> list[tuple]:
     """What each process left is (for a failure's message): pid, which of the cell's (its index in
-    ``pids``, 0 the kernel; None: the build's), status, parent, where it waits, command line."""
+    ``pids``, 0 the kernel; None: the build's), status, parent, where it waits, command line, and
+    each of its threads' state and wait channel (one in ``D`` would hold up its exit)."""
     found = []
     for pid in dict.fromkeys(left):
         try:
             proc = psutil.Process(pid)
+            threads = []
+            for task in sorted(os.listdir(f"/proc/{pid}/task")):
+                with open(f"/proc/{pid}/task/{task}/stat", "rb") as stat, open(f"/proc/{pid}/task/{task}/wchan") as wchan:
+                    threads.append((task, stat.read().rsplit(b")", 1)[1].split()[0].decode(), wchan.read()))
             with open(f"/proc/{pid}/wchan", encoding="ascii") as handle:
                 where = handle.read()
-            found.append((pid, pids.index(pid) if pid in pids else None, proc.status(), proc.ppid(), where, proc.cmdline()[:3]))
+            found.append((pid, pids.index(pid) if pid in pids else None, proc.status(), proc.ppid(), where, proc.cmdline()[:3], threads))
         except (OSError, psutil.Error) as err:
             found.append((pid, repr(err)))
     return found

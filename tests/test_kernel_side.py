@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -563,3 +564,18 @@ def test_the_guard_kills_what_a_dead_kernel_left_wherever_it_went(tmp_path: Path
                 os.kill(pid, 9)
             except OSError:
                 pass
+
+
+def test_a_fork_that_fails_is_answered_and_leaves_sigterm_deliverable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM is blocked around the fork (the child's record must be kept first): a fork that
+    fails (EAGAIN, out of processes) must not leave it blocked, or the build's end could not
+    stop the template."""
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(template.os, "fork", no_fork)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    launch = {"op": "launch", "cwd": str(tmp_path), "env": {}, "module": "m", "args": []}
+    assert _ask(json.dumps(launch).encode() + b"\n") == {"error": "BlockingIOError: [Errno 11] Resource temporarily unavailable"}
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGTERM not in before

@@ -240,14 +240,17 @@ def _serve(
             template = os.getpid()
             # No SIGTERM between the fork and the bookkeeping: close() relies on the record.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-            pid = os.fork()
-            if pid == 0:  # the child returns only to leave the template's loop (see main)
-                try:
-                    return (request, [os.dup(fd) for fd in fds], conn, listener, keep, template)
-                except BaseException:
-                    os._exit(1)
-            children[pid] = None
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            try:
+                pid = os.fork()
+                if pid == 0:  # the child returns only to leave the template's loop (see main)
+                    try:
+                        return (request, [os.dup(fd) for fd in fds], conn, listener, keep, template)
+                    except BaseException:
+                        os._exit(1)
+                children[pid] = None
+            finally:  # also when the fork failed (EAGAIN): SIGTERM must still end the template
+                if os.getpid() == template:  # the child unblocks it itself (child())
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             reply = {"pid": pid}
     except Exception as err:  # noqa: BLE001 - a bad request gets an answer, not a dead template
         reply = {"error": f"{type(err).__name__}: {err}"}
