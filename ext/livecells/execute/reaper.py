@@ -30,7 +30,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -77,7 +77,7 @@ def process_table() -> dict[int, tuple[int, str]]:
         if not name.isdigit():
             continue
         rest = _stat_fields(name)
-        if rest is not None and len(rest) >= 2:
+        if rest is not None and len(rest) >= 2 and rest[1].isdigit():
             table[int(name)] = (int(rest[1]), rest[0].decode(errors="replace"))
     return table
 
@@ -118,30 +118,44 @@ def kill_tree(
     ``root`` should be a subreaper (its orphans then stay in its tree); a process that forks
     while the walk runs is found in the next round. ``table``: a :func:`process_table` read
     after ``root`` was stopped, for the first round. Returns every pid signalled.
+
+    However the walk ends, ``root`` is killed: a walk that fails is tried again in the next
+    round (the error is raised at the end if the last one failed too), and an exception from
+    outside (a signal handler's) still kills ``root`` on its way out. A root left stopped would
+    hold its tree's last processes, and itself, alive with no one left to kill them.
     """
     killed: list[int] = []
     try:
         os.kill(root, signal.SIGSTOP)
     except OSError:
         include_root = False  # gone already: what is left of its tree went to a subreaper above
-    for _ in range(rounds):
-        found = [pid for pid in descendants(root, table) if pid != os.getpid()]
-        table = None
-        if not found:
-            break
-        for pid in found:
+    failure: Exception | None = None
+    try:
+        for _ in range(rounds):
             try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+                found = [pid for pid in descendants(root, table) if pid != os.getpid()]
+                failure = None
+            except Exception as err:  # noqa: BLE001 - /proc changed under the walk: walk again
+                found, failure = [], err
+            table = None
+            if not found and failure is None:
+                break
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except OSError:
+                    pass
+            time.sleep(0.001)
+    finally:
+        if include_root:
+            try:
+                os.kill(root, signal.SIGKILL)
+                killed.append(root)
             except OSError:
                 pass
-        time.sleep(0.001)
-    if include_root:
-        try:
-            os.kill(root, signal.SIGKILL)
-            killed.append(root)
-        except OSError:
-            pass
+    if failure is not None:
+        raise failure
     return killed
 
 
@@ -184,10 +198,21 @@ def _guard_main(argv: list[str]) -> None:
                 signal.pidfd_send_signal(fd, 0)
             except OSError:
                 continue
-        kill_tree(pid)
+        _surviving(kill_tree, pid)  # one tree that cannot be walked does not spare the next
     # A kernel that died first (its template died with the build, say) left its descendants to
     # whichever subreaper was still alive, or PID 1: they still carry its session's token.
-    kill_carrying(set(tokens.values()))
+    _surviving(kill_carrying, set(tokens.values()))
+
+
+def _surviving(kill: Callable[..., object], what: object) -> None:
+    """``kill(what)``, in the guard: an error (written to its stderr, /dev/null in a build) does
+    not end the guard, which goes on to the next tree."""
+    try:
+        kill(what)
+    except Exception:  # noqa: BLE001 - the guard's last duty is to kill all it can
+        import traceback
+
+        traceback.print_exc()
 
 
 def session_entry(pid: int) -> bytes | None:

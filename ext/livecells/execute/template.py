@@ -118,10 +118,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     keep = {int(fd) for fd in os.listdir("/proc/self/fd")} - {listener.fileno()}
     keep = {fd for fd in keep if _is_open(fd)}  # not the fd that listed them
 
-    def stop(signum: int, frame: object) -> None:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, _stop)
     # From now on the launcher's death ends the loop through SIGTERM, so that the kernels'
     # process trees are killed before the kernels themselves die (their PR_SET_PDEATHSIG).
     reaper.die_with_parent(signal.SIGTERM)
@@ -142,16 +139,30 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
                 return (*become, imported_env, prepared)
     finally:
         if os.getpid() == template:
+            # Also when the loop ended because the launcher died: its SIGTERM may still come.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             _stop_children(children, path)
         elif become is None:  # a child that failed on its way out: never into the template's code
             os._exit(1)
     return None
 
 
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM: leave the loop, once. More SIGTERMs come: PR_SET_PDEATHSIG follows the parent
+    *thread*, and a launcher killed with all its threads sends one as each thread ends (one per
+    thread, measured); one raised inside :func:`_stop_children` would end it half-way, with a
+    kernel stopped but not killed and the other kernels' trees not killed at all."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(0)
+
+
 def _stop_children(children: dict[int, int | None], path: str) -> None:
     for pid, code in children.items():
         if code is None:
-            reaper.kill_tree(pid)  # what left the kernel's process group too
+            try:
+                reaper.kill_tree(pid)  # what left the kernel's process group too
+            except Exception:  # noqa: BLE001 - it was killed (kill_tree): on to the next
+                traceback.print_exc()
     for pid, code in children.items():
         if code is None:
             try:
