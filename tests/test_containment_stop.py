@@ -13,11 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
+from test_hardening_procs import alive, survivors
 
 from livecells.execute import reaper
 from livecells.execute.forkserver import ForkServer
@@ -33,20 +33,6 @@ TREE = (
     "print(child.pid, flush=True)\n"
     "time.sleep(1000)\n"
 )
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def survivors(pids: list[int], within: float = 3.0) -> list[int]:
-    deadline = time.monotonic() + within
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return [p for p in pids if alive(p)]
 
 
 def start_tree() -> tuple[subprocess.Popen, int]:
