@@ -92,10 +92,18 @@ def describe(left: list[int], pids: list[int]) -> list[tuple]:
                     threads.append((task, stat.read().rsplit(b")", 1)[1].split()[0].decode(), wchan.read()))
             with open(f"/proc/{pid}/wchan", encoding="ascii") as handle:
                 where = handle.read()
-            found.append((pid, pids.index(pid) if pid in pids else None, proc.status(), proc.ppid(), where, proc.cmdline()[:3], threads))
+            found.append((pid, pids.index(pid) if pid in pids else None, proc.status(), proc.ppid(), where, proc.cmdline()[:3], threads, signals(pid)))
         except (OSError, psutil.Error) as err:
             found.append((pid, repr(err)))
     return found
+
+
+def signals(pid: int) -> dict[str, str]:
+    """Its signals sent but not yet acted on (masks; ``ShdPnd``: sent to the process; 0x100 is
+    SIGKILL: set, its exit is held up; clear, it was never killed), and whether it is traced."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        fields = dict(line.rstrip("\n").split(":\t", 1) for line in handle if ":\t" in line)
+    return {k: fields.get(k, "") for k in ("State", "ShdPnd", "SigPnd", "TracerPid")}
 
 
 def read_pids(path: Path) -> list[int]:
