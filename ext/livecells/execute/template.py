@@ -69,6 +69,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     In a forked child it returns :func:`child`'s arguments: the child leaves the template's
     frames before it becomes a kernel, so that cells run at a normal kernel's stack depth.
     """
+    global _stopping
     path, parent, preload = argv[0], int(argv[1]), json.loads(argv[2])
     kernel_args = json.loads(argv[3]) if len(argv) > 3 else None
     # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
@@ -138,13 +139,18 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
             if become is not None:  # in the forked child
                 return (*become, imported_env, prepared)
     finally:
+        # First, with no call before it (Python runs a signal's handler at a call or a jump): from
+        # here on a SIGTERM is ignored, also when the loop ended because the launcher died.
+        _stopping = True
         if os.getpid() == template:
-            # Also when the loop ended because the launcher died: its SIGTERM may still come.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             _stop_children(children, path)
         elif become is None:  # a child that failed on its way out: never into the template's code
             os._exit(1)
     return None
+
+
+#: Set once the template stops: the SIGTERMs that come after are ignored (see :func:`_stop`).
+_stopping = False
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -152,7 +158,10 @@ def _stop(signum: int, frame: object) -> None:
     *thread*, and a launcher killed with all its threads sends one as each thread ends (one per
     thread, measured); one raised inside :func:`_stop_children` would end it half-way, with a
     kernel stopped but not killed and the other kernels' trees not killed at all."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
     raise SystemExit(0)
 
 
