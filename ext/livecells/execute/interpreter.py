@@ -41,10 +41,10 @@ def version(
     if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names:
         return f"stdlib {platform.python_version()}"
     try:
-        found = locate(top)
-        if found is None or (module != top and locate(module) is None):
-            return ""
+        found = locate(module)  # a submodule lies in its package's folder: the same site dir
     except Exception:
+        return ""
+    if found is None:
         return ""
     if _in_site_packages(found):
         try:
