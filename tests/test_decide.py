@@ -10,8 +10,9 @@ from livecells.model.records import (
     CellRecord,
     Provenance,
     SessionRecord,
+    Verdict,
     current_cells,
-    unexpected_errors,
+    verdict,
 )
 from livecells.plan.decide import Decision, Environment, Mode, decide
 
@@ -113,9 +114,9 @@ def test_errors_are_counted_once_the_same_way_with_and_without_the_plan():
         CellRecord("error", error={"ename": "ZeroDivisionError"}, index=1, code_sha=session.cells[1].code_sha),
     ]
     stored = SessionRecord("alpha", "k", "e", "error", cells)
-    assert unexpected_errors(stored, session.cells) == 1  # the page's :raises: now
-    assert unexpected_errors(stored) == 1  # what the run was told (the command line has no plan)
-    assert unexpected_errors(stored, plan("raise KeyError", "1/0").cells) == 2  # :raises: removed
+    assert verdict(stored, session.cells).failed == (1,)  # the page's :raises: now
+    assert verdict(stored).failed == (1,)  # what the run was told (the command line has no plan)
+    assert verdict(stored, plan("raise KeyError", "1/0").cells).failed == (0, 1)  # :raises: removed
 
 
 def test_committed_store_files_read_as_records_and_write_back_unchanged():
@@ -200,9 +201,9 @@ def test_a_cell_that_did_not_run_is_no_error_of_its_own():
         CellRecord("not-run", index=n) for n in range(2, 5)
     ]
     crashed = SessionRecord("alpha", "k", "e", "crashed", cells)
-    assert unexpected_errors(crashed, session.cells) == unexpected_errors(crashed) == 1
+    assert verdict(crashed, session.cells, 5) == verdict(crashed) == Verdict(failed=(1,), not_run=(2, 3, 4))
     timed_out = SessionRecord("alpha", "k", "e", "timeout", [CellRecord("timeout", index=0)])
-    assert unexpected_errors(timed_out) == 1
+    assert verdict(timed_out).failed == (0,)
 
 
 def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_ran():
@@ -218,7 +219,29 @@ def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_
     assert (off.record_status, off.record_cells, off.stale) == ("ok", 2, False)
     entry = summary_entry(off)
     assert (entry["status"], entry["cells"], entry["duration"]) == ("not-run", 0, None)
+    assert off.shown == Verdict(not_run=(0, 1))  # counted, whatever the mode
     shown = session_outcome(plan("a = 1", "B = 2"), "k2", stored, "store")
     assert (shown.origin, shown.status, shown.current, shown.stale) == ("store", "ok", 1, True)
+    assert shown.shown == Verdict(not_run=(1,), stale=(0,))
     failed = session_outcome(session, "k1", stored, "store", reason="no kernelspec", failed=True)
     assert (failed.status, failed.record_status, failed.current) == ("failed", "ok", 2)
+
+
+def test_the_verdict_counts_each_shown_cell_once_wherever_its_result_came_from():
+    """Failed beats not run beats stale; beyond the cells shown (other code since) a cell is not
+    run; an expected error passes; a stored result for another key is stale."""
+    session = plan("a", "b", "c", "d", "e", "f", raises=("KeyError",))
+    sha = [c.code_sha for c in session.cells]
+    cells = [
+        CellRecord("ok", index=0, code_sha=sha[0]),
+        CellRecord("error", error={"ename": "KeyError"}, index=1, code_sha=sha[1], expected=True),
+        CellRecord("error", error={"ename": "ValueError"}, index=2, code_sha=sha[2]),
+        CellRecord("not-run", index=3, code_sha=sha[3]),
+        CellRecord("ok", index=4, code_sha="other code"),
+    ]
+    stored = SessionRecord("alpha", "old key", "e", "error", cells)
+    assert verdict(stored, session.cells) == Verdict(failed=(2,), not_run=(3, 4, 5))
+    assert verdict(stored, session.cells, stale=True) == Verdict(failed=(2,), not_run=(3, 4, 5), stale=(0, 1))
+    assert verdict(stored, session.cells, 1, stale=True) == Verdict(not_run=(1, 2, 3, 4, 5), stale=(0,))
+    assert verdict(None, session.cells) == Verdict(not_run=(0, 1, 2, 3, 4, 5))
+    assert verdict(stored) == Verdict(failed=(2,), not_run=(3,))  # the command line: every stored cell

@@ -98,25 +98,29 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     outcome = outcome_of(app.env)
     if outcome.run_id != state.run_id or not outcome.sessions:
         return  # no session in this build (or it ended before its sessions were planned)
+    errors, not_run, stale = outcome.cell_counts()
     logger.info(
         f"livecells: {outcome.ran} session(s) run, {outcome.cached} from the store, "
-        f"{outcome.skipped} not run, {outcome.failed} failed to start; "
-        f"{outcome.seconds:.1f} s executing"
+        f"{outcome.skipped} not run, {outcome.failed} failed; the pages show {errors} cell error(s), "
+        f"{not_run} cell(s) not run, {stale} stale; {outcome.seconds:.1f} s executing"
     )
     totals = {
         "run": outcome.ran,
         "cached": outcome.cached,
         "not_run": outcome.skipped,
         "failed": outcome.failed,
-        "unexpected_errors": outcome.unexpected_errors,
+        "unexpected_errors": errors,
+        "cells_not_run": not_run,
+        "cells_stale": stale,
         "seconds": round(outcome.seconds, 3),
         "run_id": outcome.run_id,
     }
     write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals)
-    if exception is None and config.raise_on_error and (outcome.unexpected_errors or outcome.failed):
+    if exception is None and config.raise_on_error and outcome.failures():
+        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != "off" else ""
         raise ExtensionError(
-            f"livecells: {outcome.unexpected_errors} cell error(s) and {outcome.failed} failed "
-            "session(s) (livecells_raise_on_error = True); see the warnings above and "
+            f"livecells: the pages show {errors} cell error(s), {counted}and {outcome.failed} "
+            "session(s) failed (livecells_raise_on_error = True); see the warnings above and "
             f"{Path(app.outdir) / '_livecells' / 'report.txt'}"
         )
 

@@ -14,7 +14,7 @@ from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE
 from livecells.model.plans import CellPlan, SessionPlan
-from livecells.model.records import CellRecord, Problem, SessionRecord
+from livecells.model.records import CellRecord, Problem, SessionOutcome, SessionRecord
 from livecells.model.text import one_line, strip_ansi
 
 logger = logging.getLogger(__name__)
@@ -42,12 +42,16 @@ def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tup
     return found
 
 
-def report_session(plan: SessionPlan, record: SessionRecord, allow_html: bool) -> list[Problem]:
-    """Warn about one executed session's problems, each located at its cell (or failing line)."""
+def report_session(
+    plan: SessionPlan, record: SessionRecord, allow_html: bool, shown: int | None = None, note: str = ""
+) -> list[Problem]:
+    """Warn about one executed session's problems, each located at its cell (or failing line):
+    of its first ``shown`` cells (all by default), those the page shows this record for. A
+    stored record's problems are the page's as much as this build's: ``note`` says it is one."""
     problems: list[Problem] = []
 
     def problem(kind: str, at: CellPlan, line: int, message: str, traceback: str = "") -> None:
-        message = one_line(message, MAX_WARNING)  # the whole text is in the page and report.txt
+        message = one_line(message + (f" ({note})" if note else ""), MAX_WARNING)  # all of it: page, report
         # The cell's own file: an included file is blamed, not the page that includes it.
         location = at.location(line)
         logger.warning(message, type=WARNING_TYPE, subtype=kind, location=location)
@@ -59,7 +63,7 @@ def report_session(plan: SessionPlan, record: SessionRecord, allow_html: bool) -
         return problems
     by_index = {c.index: c for c in record.cells}
     tag = f"live-cell [{plan.framework}]"
-    for cell in plan.cells:
+    for cell in plan.cells[:shown]:
         result = by_index.get(cell.index)
         if result is None:
             continue
@@ -98,3 +102,37 @@ def traceback_text(result: CellRecord) -> str:
     error = result.error or {}
     text = "\n".join(error.get("traceback", [])) or f"{error.get('ename')}: {error.get('evalue')}"
     return strip_ansi(text)
+
+
+def report_unshown(plan: SessionPlan, outcome: SessionOutcome, record: SessionRecord | None) -> list[Problem]:
+    """Warn, once per session, of the cells the page shows not run or with a stale stored
+    result (``outcome.shown``), located at the first of them: every verdict counts them, so
+    ``-W`` must see them too. ``record``: the record the page shows, if any."""
+    problems: list[Problem] = []
+    shown, total = outcome.shown, len(plan.cells)
+    position = {c.index: n for n, c in enumerate(plan.cells)}
+    if shown.stale:
+        why = f" ({outcome.reason})" if outcome.reason else ""
+        message = (
+            f"{plan.name}: {len(shown.stale)} of {total} cell(s) show a result stored for other "
+            f"code, settings or :depends: files{why}"
+        )
+        problems.append(_warn("stale", plan.cells[position[shown.stale[0]]], message))
+    if shown.not_run:
+        n = position[shown.not_run[0]]
+        results = record.cells if record is not None else []
+        if n < outcome.current:  # the run itself did not get to it, and says why
+            why = re.sub(r"^not run: ", "", results[n].evalue) or "not run"
+        else:
+            why = "code changed since the stored run" if n < len(results) else "no stored result"
+            why += f"; {outcome.reason}" if outcome.reason else ""
+        message = f"{plan.name}: {len(shown.not_run)} of {total} cell(s) not run ({why})"
+        problems.append(_warn("not-run", plan.cells[n], message))
+    return problems
+
+
+def _warn(kind: str, at: CellPlan, message: str) -> Problem:
+    message = one_line(message, MAX_WARNING)
+    location = at.location(at.line)
+    logger.warning(message, type=WARNING_TYPE, subtype=kind, location=location)
+    return Problem(kind, location, message)

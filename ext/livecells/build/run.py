@@ -20,7 +20,7 @@ from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from livecells.build.problems import report_session
+from livecells.build.problems import report_session, report_unshown
 from livecells.build.processes import Processes, sigterm_as_interrupt
 from livecells.build.progress import Progress
 from livecells.config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
@@ -33,7 +33,7 @@ from livecells.model.records import (
     SessionOutcome,
     SessionRecord,
     current_cells,
-    unexpected_errors,
+    verdict,
 )
 from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.keys import FileHashes, files_digest, session_keys
@@ -110,6 +110,8 @@ def session_outcome(
     """What the pages and the report show of a session: computed once, here. ``record`` is the
     session's latest record; the page shows it unless ``origin`` is "recorded"."""
     shown = record if origin in {"run", "store"} else None
+    current = current_cells(session.cells, shown)
+    found = verdict(shown, session.cells, current, stale=shown is not None and shown.key != key)
     outcome = SessionOutcome(
         page=session.docname,
         framework=session.framework,
@@ -117,16 +119,16 @@ def session_outcome(
         origin=origin,
         status="failed" if failed else (shown.status if shown else "not-run"),
         cells=len(session.cells),
-        current=current_cells(session.cells, shown),
+        current=current,
         reason=reason,
         store_damaged=damaged,
         problems=list(problems or []),
+        shown=found,
     )
     if record is not None:
         outcome.record_status = record.status
         outcome.record_cells = len(record.cells)
         outcome.stale = record.key != key
-        outcome.errors = unexpected_errors(record, session.cells)
         outcome.duration = record.duration
         outcome.seconds = record.cell_seconds()
         outcome.device = record.provenance.device
@@ -171,6 +173,11 @@ class Run:
                 logger.info(f"livecells: {len(gpus)} GPU(s) found: {names}")
             elif config.device == "cpu":
                 logger.info("livecells: livecells_device = 'cpu': cells run on the CPU")
+            elif config.device == "gpu":
+                logger.info(
+                    "livecells: no GPU found and livecells_device = 'gpu': no cell runs; the pages "
+                    "show stored results, else recorded outputs"
+                )
             else:
                 logger.info("livecells: no GPU found; cells run on the CPU")
         return gpus, Mode(config.execute, config.device, slots)
@@ -223,15 +230,26 @@ class Run:
             stored = latest if self.config.execute != "off" else None
             key = keys[session.docname][session.framework]
             decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
-            self.report_decision(session, decision)
+            problems = self.report_decision(session, decision)
             if decision.run:
                 jobs.append(self.job(session, key, decision))
                 continue
-            problems = [Problem("kernel", session.cells[0].location(), decision.reason)] if decision.failed else []
-            self.outcome.sessions[(session.docname, session.framework)] = session_outcome(
+            outcome = session_outcome(
                 session, key, latest, "store" if stored else "recorded",
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
+            self.outcome.sessions[(session.docname, session.framework)] = outcome
+            if stored:
+                # The page shows the stored cells: their problems are this build's verdict too.
+                date = stored.provenance.date.replace("T", " ").replace("+00:00", " UTC")
+                outcome.problems += report_session(
+                    session, stored, self.config.allow_html, outcome.current, f"stored result from {date}"
+                )
+            # With execution off the pages show recorded outputs by choice; a decision's own
+            # warning, or a stored failure to start, already says why no cell ran.
+            if self.config.execute != "off" and not problems and not (stored and stored.message):
+                outcome.problems += report_unshown(session, outcome, stored)
+            self.outcome.failed += decision.failed
             if stored:
                 self.outcome.cached += 1
             else:
@@ -240,7 +258,8 @@ class Run:
             self.execute(gpus, jobs)
         return sorted(self.changed_pages)
 
-    def report_decision(self, session: SessionPlan, decision: Decision) -> None:
+    def report_decision(self, session: SessionPlan, decision: Decision) -> list[Problem]:
+        """Warn of what the decision says; its problems, located at the session's first cell."""
         first = session.cells[0].location() if session.cells else session.docname
         if decision.failed and decision.reason not in self.framework_problems:
             self.framework_problems.add(decision.reason)
@@ -251,6 +270,7 @@ class Run:
             )
         for subtype, message in decision.warnings:
             warn(message, subtype, first)
+        return [Problem(subtype, first, message) for subtype, message in decision.warnings]
 
     def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
@@ -318,12 +338,12 @@ class Run:
             warn(f"{plan.name}: results not stored ({err}); the pages show this build's results", "store", plan.docname)
         self.changed_pages.add(plan.docname)
         problems = report_session(plan, record, self.config.allow_html)
-        self.outcome.sessions[(plan.docname, plan.framework)] = session_outcome(
-            plan, job.key, record, "run", problems=problems
-        )
+        outcome = session_outcome(plan, job.key, record, "run", problems=problems)
+        self.outcome.sessions[(plan.docname, plan.framework)] = outcome
+        if not record.message:  # else its "kernel" problem says why no cell ran
+            outcome.problems += report_unshown(plan, outcome, record)
         self.outcome.ran += 1
         self.outcome.failed += record.status == "failed"
-        self.outcome.unexpected_errors += unexpected_errors(record, plan.cells)
 
 
 def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: Any = None, guard: Any = None) -> Scheduler:

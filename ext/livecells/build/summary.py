@@ -26,14 +26,21 @@ def write_summary(directory: str | os.PathLike[str], sessions: list[SessionOutco
     data = {"totals": totals, "sessions": [summary_entry(s) for s in sessions]}
     (folder / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     (folder / "junit.xml").write_bytes(junit_xml(sessions, totals))
-    lines = []
+    lines = [
+        f"livecells: the pages show {totals.get('unexpected_errors', 0)} cell error(s), "
+        f"{totals.get('cells_not_run', 0)} cell(s) not run, {totals.get('cells_stale', 0)} stale; "
+        f"{totals.get('failed', 0)} session(s) failed",
+        "",
+    ]
+    if not any(session.problems for session in sessions):
+        lines.append("no problems\n")
     for session in sessions:
         for problem in session.problems:
             lines.append(f"== {problem.location}: [{session.framework}] {problem.kind}: {problem.message}")
             if problem.traceback:
                 lines.append(problem.traceback)
             lines.append("")
-    report = strip_controls("\n".join(lines)) or "no problems\n"
+    report = strip_controls("\n".join(lines))
     (folder / "report.txt").write_text(report, encoding="utf-8", errors="backslashreplace")
 
 
@@ -52,17 +59,23 @@ def summary_entry(session: SessionOutcome) -> dict[str, Any]:
         "device": session.device if shown else "",
         "date": session.date if shown else "",
         "reason": session.reason,
+        # Its cells the page shows failed, not run, or with a stale stored result.
+        "errors": session.errors,
+        "not_run": session.not_run,
+        "stale": session.stale_cells,
         "problems": [asdict(problem) for problem in session.problems],
     }
 
 
 def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
-    """One test case per session; a session with problems fails with its located messages."""
+    """One test case per session: an error when it could not run, a failure when it has
+    problems (the warnings: whether its results came from this build or the store); passed
+    when the page shows its cells' results without one, skipped when it shows none by choice."""
     import xml.etree.ElementTree as ET  # only a build with sessions writes this
 
-    failures = sum(1 for s in sessions if s.problems and s.status not in {"failed"})
+    failures = sum(1 for s in sessions if s.problems and s.status != "failed")
     errors = sum(1 for s in sessions if s.status == "failed")
-    skipped = sum(1 for s in sessions if s.origin != "run")
+    skipped = sum(1 for s in sessions if not s.problems and s.status != "failed" and s.origin == "recorded")
     suite = ET.Element(
         "testsuite",
         name="livecells",
@@ -81,20 +94,20 @@ def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
             file=session.source,
             time=f"{session.duration or 0.0:.3f}",
         )
-        if session.problems:
+        if session.problems or session.status == "failed":
             tag = "error" if session.status == "failed" else "failure"
-            first = session.problems[0]
-            element = ET.SubElement(
-                case, tag, message=strip_controls(f"{first.location}: {first.message}"), type=first.kind
-            )
+            first = session.problems[0] if session.problems else None
+            message = f"{first.location}: {first.message}" if first else session.reason or "failed"
+            element = ET.SubElement(case, tag, message=strip_controls(message), type=first.kind if first else tag)
             element.text = strip_controls(  # XML 1.0 cannot hold them
                 "\n\n".join(
                     f"{p.location}: {p.kind}: {p.message}\n{p.traceback}".rstrip() for p in session.problems
                 )
             )
-        elif session.origin != "run":
+        elif session.origin == "recorded":
             why = f" ({session.reason})" if session.reason else ""
-            ET.SubElement(
-                case, "skipped", message=f"not run in this build{why}: results from the {session.origin}"
-            )
+            ET.SubElement(case, "skipped", message=f"not run{why}: the page shows its recorded outputs")
+        elif session.origin == "store":
+            out = ET.SubElement(case, "system-out")
+            out.text = strip_controls(f"results from the store, made {session.date} on {session.host}")
     return ET.tostring(suite, encoding="utf-8", xml_declaration=True)

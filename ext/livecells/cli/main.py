@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from livecells import __version__
-from livecells.model.records import unexpected_errors
+from livecells.model.records import verdict
 from livecells.model.text import one_line
 from livecells.store import OutputStore, StoreProblem
 
@@ -31,14 +31,16 @@ def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
             problems.append(str(problem))
             continue
         for framework, record in sorted(records.items()):
+            # As a build counts them (without the page: with the :raises: its run was told).
+            shown = verdict(record)
             rows.append(
                 {
                     "page": page,
                     "framework": framework,
                     "status": record.status,
                     "cells": len(record.cells),
-                    # As the pages and the report count them: an error :raises: expected is none.
-                    "errors": unexpected_errors(record),
+                    "errors": len(shown.failed),
+                    "not_run": len(shown.not_run),
                     "run_time": round(record.cell_seconds() or 0.0, 4),
                     "duration": record.duration,
                     "device": record.provenance.device,
@@ -67,13 +69,30 @@ def _fmt(value: Any) -> str:
     return "" if value is None else one_line(str(value), 80)
 
 
+def failing(rows: list[dict[str, Any]], fail_on: str) -> list[dict[str, Any]]:
+    """The rows that fail ``report``'s exit status: sessions that failed or have cells that
+    failed (``--fail-on errors``), or also cells that did not run (``problems``, the default)."""
+    if fail_on == "never":
+        return []
+    counted = ("errors",) if fail_on == "errors" else ("errors", "not_run")
+    return [r for r in rows if r["status"] == "failed" or any(r[k] for k in counted)]
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     rows, problems = session_rows(_store(args))
     for problem in problems:
         print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
+    bad = failing(rows, args.fail_on)
+    if bad:
+        errors, not_run = sum(r["errors"] for r in rows), sum(r["not_run"] for r in rows)
+        print(
+            f"{len(bad)} stored session(s) with problems: {errors} cell error(s), {not_run} cell(s) "
+            f"not run (--fail-on {args.fail_on}; exit status 1)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(rows, indent=1))
-        return 0
+        return 1 if bad else 0
     if not rows:
         print(f"no stored results in {_store(args).root}")
         return 0
@@ -82,6 +101,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         ("framework", "framework"),
         ("status", "status"),
         ("cells", "cells"),
+        ("errors", "errors"),
+        ("not_run", "not run"),
         ("run_time", "run time (s)"),
         ("device", "device"),
         ("framework_version", "version"),
@@ -91,7 +112,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(_table(rows, columns))
     total = sum(r["run_time"] for r in rows)
     print(f"\n{len(rows)} session(s), {total:.2f} s of cell run time")
-    return 0
+    return 1 if bad else 0
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
@@ -137,10 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser(
         "report", help="the stored sessions as a table", description="Show each stored (page, "
-        "framework) session: status, cells, run time, device, where and when it ran."
+        "framework) session: status, cells, errors, run time, device, where and when it ran; "
+        "the exit status says whether any shows a problem (see --fail-on)."
     )
     store_options(report)
     report.add_argument("--json", action="store_true", help="print the rows as JSON")
+    report.add_argument(
+        "--fail-on",
+        choices=("problems", "errors", "never"),
+        default="problems",
+        help="exit with status 1 when a stored session failed or shows cell errors or cells "
+        "not run (problems, the default), only failures and cell errors (errors), or never",
+    )
     report.set_defaults(func=cmd_report)
 
     clear = commands.add_parser(

@@ -9,7 +9,7 @@ into JSON and back, :mod:`livecells.store.records`); render shows them.
 or did not run it, and why); :class:`BuildOutcome` holds them all, with this build's records.
 The orchestration makes the outcome; render and the report read it (through the build
 environment), and never decide anything again: one staleness rule (:func:`current_cells`), one
-count of unexpected errors (:func:`unexpected_errors`).
+count of what the pages show as failed, not run or stale (:func:`verdict`).
 
 Outputs stay Jupyter's own JSON (nbformat v4 output dicts): they are the kernel's data, shown and
 written to notebooks as they are. Nothing here knows Sphinx: Dask workers unpickle these.
@@ -139,12 +139,62 @@ def current_cells(plan_cells: Sequence[CellPlan], record: SessionRecord | None) 
     return count
 
 
-def unexpected_errors(record: SessionRecord, plan_cells: Sequence[CellPlan] | None = None) -> int:
-    """The record's cells that failed (see :meth:`CellRecord.unexpected`; the cells' plans'
-    ``:raises:`` now, or, without plans, what the run was told: the command line). The one count
-    of cell errors: the build's total, ``livecells_raise_on_error``, the report and the CLI."""
-    by_index = {c.index: c for c in plan_cells or ()}
-    return sum(cell.unexpected(by_index.get(cell.index)) for cell in record.cells)
+@dataclass(frozen=True)
+class Verdict:
+    """A session's cells that the page shows as failed, not run or stale, by cell index.
+
+    The one count behind everything a build says about itself: its warnings (so ``-W``),
+    ``livecells_raise_on_error``, summary.json, junit.xml, report.txt, ``live-report`` and the
+    exit status of ``python -m livecells report``. Each cell is in one list at most.
+    """
+
+    failed: tuple[int, ...] = ()
+    not_run: tuple[int, ...] = ()
+    stale: tuple[int, ...] = ()
+
+
+def verdict(
+    record: SessionRecord | None,
+    plan_cells: Sequence[CellPlan] | None = None,
+    shown: int | None = None,
+    *,
+    stale: bool = False,
+) -> Verdict:
+    """What the page shows of a session's cells (``plan_cells``, in order), whatever made
+    ``record``: this build, the store or nobody (None: the page shows recorded outputs).
+
+    - **failed**: the result shown is an error its ``:raises:`` does not expect, a timeout or a
+      dead kernel (:meth:`CellRecord.unexpected`);
+    - **not run**: no result of a run is shown (beyond the first ``shown`` cells, by default
+      :func:`current_cells`: the recorded output or a note is), or the result is "not-run";
+    - **stale**: the result shown was stored for another session key (``stale``: code further
+      down, settings or ``:depends:`` files have changed since).
+
+    Without ``plan_cells`` (the command line has no page) every cell of the record counts as
+    shown, with the ``:raises:`` its run was told.
+    """
+    failed: list[int] = []
+    not_run: list[int] = []
+    outdated: list[int] = []
+    if plan_cells is None:
+        pairs: list[tuple[int, CellPlan | None, CellRecord | None]] = [
+            (cell.index, None, cell) for cell in (record.cells if record else [])
+        ]
+    else:
+        count = current_cells(plan_cells, record) if shown is None else shown
+        results = record.cells if record is not None else []
+        pairs = [
+            (plan.index, plan, results[n] if n < min(count, len(results)) else None)
+            for n, plan in enumerate(plan_cells)
+        ]
+    for index, plan, result in pairs:
+        if result is None or result.status == "not-run":
+            not_run.append(index)
+        elif result.unexpected(plan):
+            failed.append(index)
+        elif stale:
+            outdated.append(index)
+    return Verdict(tuple(failed), tuple(not_run), tuple(outdated))
 
 
 @dataclass
@@ -181,12 +231,25 @@ class SessionOutcome:
     record_status: str = ""  # "" when there is none
     record_cells: int = 0
     stale: bool = False  # it was made for other code or :depends: files than the page has now
-    errors: int = 0  # its cells that failed (unexpected_errors)
+    #: Its cells the page shows as failed, not run or stale: what every verdict counts.
+    shown: Verdict = field(default_factory=Verdict)
     duration: float | None = None
     seconds: float | None = None  # its cells' run time, summed
     device: str = ""
     date: str = ""
     host: str = ""
+
+    @property
+    def errors(self) -> int:
+        return len(self.shown.failed)
+
+    @property
+    def not_run(self) -> int:
+        return len(self.shown.not_run)
+
+    @property
+    def stale_cells(self) -> int:
+        return len(self.shown.stale)
 
 
 @dataclass
@@ -208,7 +271,6 @@ class BuildOutcome:
     cached: int = 0
     skipped: int = 0
     failed: int = 0
-    unexpected_errors: int = 0
     seconds: float = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -218,6 +280,24 @@ class BuildOutcome:
 
     def session(self, page: str, framework: str) -> SessionOutcome | None:
         return self.sessions.get((page, framework))
+
+    def cell_counts(self) -> tuple[int, int, int]:
+        """The cells the pages show as failed, not run and stale (see :func:`verdict`)."""
+        sessions = self.sessions.values()
+        return (
+            sum(s.errors for s in sessions),
+            sum(s.not_run for s in sessions),
+            sum(s.stale_cells for s in sessions),
+        )
+
+    def failures(self) -> int:
+        """What fails the build under ``livecells_raise_on_error``: cells shown failed, not run
+        or stale, and sessions that could not run. With execution off the pages show their
+        recorded outputs by choice: their cells count as not run, and fail nothing."""
+        errors, not_run, stale = self.cell_counts()
+        if self.execute == "off":
+            return errors + self.failed
+        return errors + not_run + stale + self.failed
 
 
 #: The build environment's attribute that holds the build's outcome.

@@ -291,6 +291,9 @@ class RenderLiveCells(SphinxPostTransform):
             when = provenance.date.replace("T", " ").replace("+00:00", " UTC")
             host = provenance.host
             parts.append(f"stored result from {when}" + (f" on {host}" if host else ""))
+            outcome = self.outcome.session(self.docname, framework)
+            if outcome is not None and cell["index"] in outcome.shown.stale:
+                parts.append("made for other code, settings or :depends: files than the page has now")
         if not parts:
             return None
         classes = ["livecells-meta", f"livecells-{shown.source}"]

@@ -56,7 +56,7 @@ class ReportRow:
     framework: str
     status: str  # the stored status, "not run", or "store damaged"
     cells: int
-    errors: int
+    errors: int  # of its cells, those the page shows failed (see records.verdict)
     seconds: float | None  # the cells' run time, summed
     device: str = ""
     date: str = ""
@@ -64,6 +64,8 @@ class ReportRow:
     origin: str = ""  # "this build", "store" or ""
     outdated: bool = False  # stored for other code (or :depends: files) than the page now has
     shown: int = 0  # of its cells, those whose stored result the page still shows
+    not_run: int = 0  # of its cells, those the page shows not run
+    stale_cells: int = 0  # of its cells, those the page shows with a stale stored result
 
 
 def report_rows(app: Sphinx) -> list[ReportRow]:
@@ -73,7 +75,9 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
     for session in sorted(outcome.sessions.values(), key=lambda s: (s.page, _order(app, s.framework))):
         if not session.record_status:
             status = "store damaged" if session.store_damaged else "not run"
-            rows.append(ReportRow(session.page, session.framework, status, session.cells, 0, None))
+            rows.append(
+                ReportRow(session.page, session.framework, status, session.cells, 0, None, not_run=session.not_run)
+            )
             continue
         rows.append(
             ReportRow(
@@ -89,6 +93,8 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
                 origin="this build" if session.origin == "run" else "store",
                 outdated=session.stale,
                 shown=session.current,
+                not_run=session.not_run,
+                stale_cells=session.stale_cells,
             )
         )
     return rows
@@ -109,12 +115,14 @@ def summary_line(rows: list[ReportRow], execute: str) -> str:
     ran = sum(1 for r in rows if r.origin == "this build")
     stored = sum(1 for r in rows if r.origin == "store")
     not_run = sum(1 for r in rows if not r.origin)
-    failed = sum(1 for r in rows if r.origin and r.status != "ok")
+    failed = sum(1 for r in rows if r.errors or r.status == "failed")
     total = sum(r.seconds or 0.0 for r in rows)
     pages = len({r.docname for r in rows})
+    errors, cells_not_run, stale = (sum(getattr(r, k) for r in rows) for k in ("errors", "not_run", "stale_cells"))
     text = (
         f"{len(rows)} sessions on {pages} pages: {ran} run in this build, {stored} from the store, "
-        f"{not_run} not run; {failed} failed; total cell time {format_seconds(total)}."
+        f"{not_run} not run; {failed} failed; the pages show {errors} cell error(s), {cells_not_run} "
+        f"cell(s) not run, {stale} stale; total cell time {format_seconds(total)}."
     )
     if execute == "off":
         text += " (livecells_execute = 'off': the pages show their recorded outputs.)"
@@ -199,8 +207,10 @@ class RenderLiveReport(SphinxPostTransform):
         body = nodes.tbody()
         for row in rows:
             status = row.status
-            if row.errors and row.status != "ok":
+            if row.errors:
                 status += f", {row.errors} cell error(s)"
+            if row.not_run and row.origin:
+                status += f", {row.not_run} not run"
             if row.outdated:
                 status += f" (code changed since; {row.shown} of {row.cells} cells shown)"
             when = row.date.replace("T", " ").replace("+00:00", " UTC")
