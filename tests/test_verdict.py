@@ -18,8 +18,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from sphinx.errors import ExtensionError
 
-from helpers import FakeKernels, cell_with, livecells_cli, soup
+from helpers import FakeKernels, build_site, cell_with, livecells_cli, soup
 
 EXT = str(Path(__file__).resolve().parents[1] / "ext")
 ERROR_CELL = '\n.. live-cell:: alpha\n\n   raise RuntimeError("boom in the store")\n'
@@ -156,3 +157,12 @@ def test_a_clean_site_passes_from_the_store_too(tmp_path, rootdir):
     assert cases(again["junit"]) == {"alpha": ["system-out"], "beta": ["system-out"]}
     assert again["report"].splitlines()[-1] == "no problems"
     assert livecells_cli("report", "-s", str(src)).returncode == 0
+
+
+def test_a_cell_of_no_known_framework_counts_as_not_run(tmp_path, rootdir):
+    """It is shown "not run: unknown framework": the verdict counts it, as it counts any other."""
+    src = site(tmp_path, rootdir, "unknown", '\n.. live-cell:: jax\n\n   print("jax only")\n')
+    with pytest.raises(ExtensionError, match=r"0 cell error\(s\), 1 cell\(s\) not run"):
+        build_site(src, kernels=FakeKernels(), confoverrides={"livecells_raise_on_error": True})
+    summary = json.loads((src / "_build" / "html" / "_livecells" / "summary.json").read_text())
+    assert summary["totals"]["cells_not_run"] == 1

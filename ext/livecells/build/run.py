@@ -216,6 +216,7 @@ class Run:
         gpus, mode = self.devices(sessions)
         keys = self.keys
         for docname, page in plans(self.env).items():
+            self.outcome.unknown_cells += sum(1 for c in page.cells if not c.frameworks and c.included(self.app.tags))
             keys[docname], unmatched = page_keys(self.app, page)
             for pattern in unmatched:
                 warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
