@@ -166,3 +166,16 @@ def test_a_cell_of_no_known_framework_counts_as_not_run(tmp_path, rootdir):
         build_site(src, kernels=FakeKernels(), confoverrides={"livecells_raise_on_error": True})
     summary = json.loads((src / "_build" / "html" / "_livecells" / "summary.json").read_text())
     assert summary["totals"]["cells_not_run"] == 1
+
+
+def test_a_stored_error_is_warned_at_its_cell_after_other_cells_moved_it(tmp_path, rootdir):
+    """The page matches a stored session's cells in order: a cell of another framework added
+    above moves the stored error's cell (its index on the page), and the warning follows it."""
+    src = site(tmp_path, rootdir, "moved", ERROR_CELL)
+    kernels = FakeKernels()
+    build_site(src, kernels=kernels)
+    page = src / "index.rst"
+    page.write_text(page.read_text().replace("Fast\n====\n", 'Fast\n====\n\n.. live-cell:: beta\n\n   "new"\n', 1))
+    _, warnings = build_site(src, kernels=kernels, confoverrides={"livecells_execute": "cache"})
+    line = line_of(page, "boom in the store")
+    assert f"index.rst:{line}: WARNING: live-cell [alpha]: RuntimeError: boom in the store (stored" in warnings

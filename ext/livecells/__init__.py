@@ -38,7 +38,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_report(app)
     setup_latex(app)
     app.connect("builder-inited", _add_static_path)
-    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}
 
 
 def _add_static_path(app: Sphinx) -> None:

@@ -61,12 +61,9 @@ def report_session(
         first = plan.cells[0]
         problem("kernel", first, first.line, f"{plan.name}: {record.message}")
         return problems
-    by_index = {c.index: c for c in record.cells}
     tag = f"live-cell [{plan.framework}]"
-    for cell in plan.cells[:shown]:
-        result = by_index.get(cell.index)
-        if result is None:
-            continue
+    # In order, as the page matches them (a stored record's indices may be another version's).
+    for cell, result in zip(plan.cells[:shown], record.cells):
         status, ename, evalue = result.status, result.ename, result.evalue
         inner = result.error_line()
         line = cell.code_line + inner - 1 if inner else cell.line
