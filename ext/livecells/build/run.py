@@ -243,9 +243,8 @@ class Run:
             if stored:
                 # The page shows the stored cells: their problems are this build's verdict too.
                 date = stored.provenance.date.replace("T", " ").replace("+00:00", " UTC")
-                outcome.problems += report_session(
-                    session, stored, self.config.allow_html, outcome.current, f"stored result from {date}"
-                )
+                note = f"stored result from {date}" if date else "stored result"
+                outcome.problems += report_session(session, stored, self.config.allow_html, outcome.current, note)
             # With execution off the pages show recorded outputs by choice; a decision's own
             # warning, or a stored failure to start, already says why no cell ran.
             if self.config.execute != "off" and not problems and not (stored and stored.message):
