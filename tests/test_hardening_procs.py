@@ -304,6 +304,8 @@ BAD_VALUES = {
     "fork_kernels": ["no", None],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
+    "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
+                      [("*", "text/plain", "1")], [["", "text/plain", 1]]],
 }
 
 

@@ -20,6 +20,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
+from livecells.model.mime import PriorityOverride, priority_override
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,15 @@ STDERR_MODES = ("show", "hide", "warn")
 
 class ConfigError(ValueError):
     """A config value that cannot be used; the message names the value."""
+
+
+class EntriesDropped(ConfigError):
+    """Some entries of a list value cannot be used: each is reported and dropped, the rest kept."""
+
+    def __init__(self, kept: Any, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.kept = kept
+        self.problems = problems
 
 
 def _text(name: str, key: str, value: Any, *, required: bool = False) -> str:
@@ -160,6 +170,24 @@ def _patterns(value: Any) -> tuple[str, ...]:
     return tuple(p.strip() for p in value)
 
 
+def _mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
+    """(builder, mime type, priority) entries, checked one by one (see :mod:`livecells.model.mime`)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ConfigError("must be a list of (builder, mime type, priority) tuples")
+    kept: list[PriorityOverride] = []
+    problems: list[str] = []
+    for number, entry in enumerate(value, 1):
+        try:
+            kept.append(priority_override(entry))
+        except ValueError as err:
+            shown = repr(entry)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            problems.append(f"entry {number} {shown}: {err}")
+    if problems:
+        raise EntriesDropped(tuple(kept), problems)
+    return tuple(kept)
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError("must be True or False")
@@ -236,6 +264,14 @@ class LivecellsConfig:
         default=100_000,
         metadata=_meta("characters of text kept per cell output stream", _positive_int),
     )
+    mime_priority: tuple[PriorityOverride, ...] = field(
+        default=(),
+        metadata=_meta(
+            "(builder, mime type, priority) entries that change which output representation a "
+            "builder shows (lower first; None: never)",
+            _mime_priority,
+        ),
+    )
     depends: tuple[str, ...] = field(
         default=(),
         metadata=_meta(
@@ -263,7 +299,7 @@ CONFIG_FIELDS = {f.name: f for f in dataclasses.fields(LivecellsConfig)}
 def _raw_default(name: str) -> Any:
     if name == "frameworks":
         return DEFAULT_FRAMEWORKS
-    if name == "depends":
+    if name in {"depends", "mime_priority"}:
         return []
     f = CONFIG_FIELDS[name]
     return f.default
@@ -308,6 +344,10 @@ def read_config(
             continue
         try:
             kwargs[name] = f.metadata["validate"](values[name])
+        except EntriesDropped as err:
+            kwargs[name] = err.kept
+            for problem in err.problems:
+                say(f"livecells_{name}: {problem}; that entry is ignored", name)
         except ConfigError as err:
             shown = repr(values[name])
             shown = shown if len(shown) <= 80 else shown[:77] + "..."

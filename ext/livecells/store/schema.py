@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from livecells.model.mime import BASE64_TYPES
+from livecells.model.mime import BASE64_TYPES, MARKUP_TYPES
 from livecells.model.records import CELL_STATUSES
 from livecells.model.text import ESCAPE, cut_text, fix_surrogates, has_surrogates, one_line
 
@@ -26,8 +26,6 @@ OUTPUT_TYPES = ("stream", "error", "execute_result", "display_data")
 #: Nested data (metadata, application/json) deeper than this is refused: it is no output
 #: anyone reads, and deep enough it breaks ``repr`` and ``deepcopy`` at render time.
 MAX_DEPTH = 64
-#: Mime types whose text is markup: never cut, left out whole when too long.
-MARKUP_TYPES = ("text/html", "text/latex", "text/markdown")
 #: The longest exception message kept (the traceback, which holds it too, is kept longer).
 MAX_MESSAGE = 10_000
 
