@@ -14,6 +14,7 @@ from livecells.model.records import (
     current_cells,
     verdict,
 )
+from livecells.model.vocabulary import WarningMessage, WarningSubtype
 from livecells.plan.decide import Decision, Environment, Mode, decide
 
 ENV = Environment(digest="env-1")
@@ -54,7 +55,10 @@ def test_a_page_that_needs_more_gpus_than_a_session_can_lease_is_not_run_with_a_
     decision = decide(plan("x = 1", gpus=2), "k1", None, Mode(gpu_slots=1), never)
     assert not decision.run and decision.reason == "the page needs 2 GPU(s); 1 are available"
     assert decision.warnings == (
-        ("device", "page [alpha]: the page needs 2 GPU(s) (live-settings :gpus:) but 1 are available; the page is not run"),
+        WarningMessage(
+            WarningSubtype.DEVICE,
+            "page [alpha]: the page needs 2 GPU(s) (live-settings :gpus:) but 1 are available; the page is not run",
+        ),
     )
 
 
@@ -62,7 +66,8 @@ def test_an_unusable_kernel_is_a_failure_with_a_warning_not_a_run():
     bad = Environment(problem="no kernelspec named 'nope'")
     decision = decide(plan("x = 1"), "k1", None, Mode(), lambda: bad)
     assert (decision.run, decision.failed, decision.reason) == (False, True, "no kernelspec named 'nope'")
-    assert decision.warnings == (("kernel", "page [alpha]: not run: no kernelspec named 'nope'"),)
+    expected = WarningMessage(WarningSubtype.KERNEL, "page [alpha]: not run: no kernelspec named 'nope'")
+    assert decision.warnings == (expected,)
 
 
 def test_auto_keeps_a_result_made_for_the_same_key_and_environment():

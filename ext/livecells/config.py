@@ -21,14 +21,15 @@ from sphinx.util import logging
 
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
 from livecells.model.mime import PriorityOverride, priority_override
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
 
 logger = logging.getLogger(__name__)
 
 WARNING_TYPE = "livecells"
 
-EXECUTE_MODES = ("auto", "force", "cache", "off")
-DEVICE_MODES = ("auto", "gpu", "cpu")
-STDERR_MODES = ("show", "hide", "warn")
+EXECUTE_MODES = ExecuteMode.words()
+DEVICE_MODES = DeviceMode.words()
+STDERR_MODES = StderrMode.words()
 
 
 class ConfigError(ValueError):
@@ -107,11 +108,11 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
     return specs
 
 
-def _choice(*choices: str) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in choices:
-            raise ConfigError(f"must be one of {', '.join(map(repr, choices))}")
-        return value
+def _choice(vocabulary: type[Vocabulary]) -> Callable[[Any], Vocabulary]:
+    def check(value: Any) -> Vocabulary:
+        if not isinstance(value, str) or value not in vocabulary.words():
+            raise ConfigError(f"must be one of {', '.join(map(repr, vocabulary.words()))}")
+        return vocabulary(value)
 
     return check
 
@@ -212,13 +213,13 @@ class LivecellsConfig:
         default_factory=lambda: _frameworks(DEFAULT_FRAMEWORKS),
         metadata=_meta("ordered map: name -> {label, kernel, preload, sync}", _frameworks),
     )
-    execute: str = field(
-        default="auto",
-        metadata=_meta("auto | force | cache | off", _choice(*EXECUTE_MODES), rebuild=""),
+    execute: ExecuteMode = field(
+        default=ExecuteMode.AUTO,
+        metadata=_meta("auto | force | cache | off", _choice(ExecuteMode), rebuild=""),
     )
-    device: str = field(
-        default="auto",
-        metadata=_meta("auto | gpu | cpu", _choice(*DEVICE_MODES), rebuild=""),
+    device: DeviceMode = field(
+        default=DeviceMode.AUTO,
+        metadata=_meta("auto | gpu | cpu", _choice(DeviceMode), rebuild=""),
     )
     timeout: float = field(
         default=600, metadata=_meta("seconds per cell", _positive_number, rebuild="")
@@ -302,7 +303,7 @@ def _raw_default(name: str) -> Any:
     if name in {"depends", "mime_priority"}:
         return []
     f = CONFIG_FIELDS[name]
-    return f.default
+    return str(f.default) if isinstance(f.default, Vocabulary) else f.default
 
 
 def setup_config(app: Sphinx) -> None:
@@ -385,11 +386,11 @@ def _validate_on_init(app: Sphinx, config: Any) -> None:
     values = {name: getattr(config, f"livecells_{name}") for name in CONFIG_FIELDS}
 
     def warn(message: str) -> None:
-        logger.warning(message, type=WARNING_TYPE, subtype="config")
+        logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG)
 
     def where(message: str, name: str) -> None:
         location = conf_location(app.confdir, f"livecells_{name}")
-        logger.warning(message, type=WARNING_TYPE, subtype="config", location=location)
+        logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG, location=location)
 
     app.livecells_config = read_config(values, warn, where)  # type: ignore[attr-defined]
 

@@ -25,6 +25,7 @@ from livecells.build.run import Run, build_state, file_hashes, page_keys, store_
 from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
 from livecells.model.records import outcome_of
+from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 from livecells.store import StoreProblem
@@ -55,7 +56,7 @@ def on_env_get_outdated(
             try:
                 store.remove(docname)
             except StoreProblem as problem:
-                warn(str(problem), "store")
+                warn(str(problem), WarningSubtype.STORE)
     outdated = []
     for docname, page in plans(env).items():
         if docname in changed or docname in added or docname in removed:
@@ -117,7 +118,7 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     }
     write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals)
     if exception is None and config.raise_on_error and outcome.failures():
-        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != "off" else ""
+        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
         raise ExtensionError(
             f"livecells: the pages show {errors} cell error(s), {counted}and {outcome.failed} "
             "session(s) failed (livecells_raise_on_error = True); see the warnings above and "
@@ -136,7 +137,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     a wrong guess costs only a background import.
     """
     config = get_config(app)
-    if config.execute not in {"auto", "force"} or not config.fork_kernels or config.executor != "local":
+    if not config.execute.runs or not config.fork_kernels or config.executor != "local":
         return
     store = store_of(app)
     wanted: set[str] = set()
@@ -150,7 +151,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         if not names:
             continue
         stored = store.path(docname)
-        if config.execute == "auto" and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
+        if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
             continue
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
@@ -164,7 +165,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
 def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
     config = get_config(app)
-    if config.executor != "local" and config.execute in {"auto", "force"}:
+    if config.executor != "local" and config.execute.runs:
         # A scheduler that cannot be reached stops the build before any page is read.
         from livecells.execute.dask import ExecutorProblem, check_executor
 
@@ -176,7 +177,7 @@ def on_builder_inited(app: Sphinx) -> None:
             raise ConfigError(str(err)) from None
         logger.info(f"livecells: {state.cluster.describe()}")
         for note in state.cluster.notes:
-            warn(note, "executor")
+            warn(note, WarningSubtype.EXECUTOR)
 
 
 def setup_build(app: Sphinx) -> None:

@@ -35,6 +35,7 @@ from livecells.model.records import (
     current_cells,
     verdict,
 )
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionStatus, WarningSubtype
 from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.keys import FileHashes, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
@@ -74,7 +75,7 @@ def file_hashes(env: BuildEnvironment) -> FileHashes:
     return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
 
 
-def warn(message: str, subtype: str, location: Any = None) -> None:
+def warn(message: str, subtype: WarningSubtype, location: Any = None) -> None:
     logger.warning(message, type=WARNING_TYPE, subtype=subtype, location=location)
 
 
@@ -89,7 +90,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
         for pattern in state.book_depends[1]:
             warn(
                 f"livecells_depends: {pattern!r} matches no file",
-                "depends",
+                WarningSubtype.DEPENDS,
                 conf_location(app.confdir, "livecells_depends"),
             )
     book = state.book_depends[0] if config.depends else ""
@@ -100,7 +101,7 @@ def session_outcome(
     session: SessionPlan,
     key: str,
     record: SessionRecord | None,
-    origin: str,
+    origin: Origin,
     *,
     reason: str = "",
     failed: bool = False,
@@ -109,7 +110,7 @@ def session_outcome(
 ) -> SessionOutcome:
     """What the pages and the report show of a session: computed once, here. ``record`` is the
     session's latest record; the page shows it unless ``origin`` is "recorded"."""
-    shown = record if origin in {"run", "store"} else None
+    shown = record if origin != Origin.RECORDED else None
     current = current_cells(session.cells, shown)
     found = verdict(shown, session.cells, current, stale=shown is not None and shown.key != key)
     outcome = SessionOutcome(
@@ -117,7 +118,7 @@ def session_outcome(
         framework=session.framework,
         source=session.source,
         origin=origin,
-        status="failed" if failed else (shown.status if shown else "not-run"),
+        status=SessionStatus.FAILED if failed else (shown.status if shown else SessionStatus.NOT_RUN),
         cells=len(session.cells),
         current=current,
         reason=reason,
@@ -163,17 +164,17 @@ class Run:
         if cluster is not None:
             # Sessions run on the cluster's workers: what counts is the GPUs one worker declares.
             gpus: list[GPU] = []
-            slots = 0 if config.device == "cpu" else cluster.gpus_per_worker
+            slots = 0 if config.device == DeviceMode.CPU else cluster.gpus_per_worker
         else:
-            gpus = [] if config.device == "cpu" else detect_gpus()
+            gpus = [] if config.device == DeviceMode.CPU else detect_gpus()
             slots = len(gpus)
-        if sessions and config.execute in {"auto", "force"} and cluster is None:
+        if sessions and config.execute.runs and cluster is None:
             if gpus:
                 names = ", ".join(sorted({g.name for g in gpus}))
                 logger.info(f"livecells: {len(gpus)} GPU(s) found: {names}")
-            elif config.device == "cpu":
+            elif config.device == DeviceMode.CPU:
                 logger.info("livecells: livecells_device = 'cpu': cells run on the CPU")
-            elif config.device == "gpu":
+            elif config.device == DeviceMode.GPU:
                 logger.info(
                     "livecells: no GPU found and livecells_device = 'gpu': no cell runs; the pages "
                     "show stored results, else recorded outputs"
@@ -205,9 +206,9 @@ class Run:
         except StoreProblem as problem:
             problems.append(str(problem))
             records, damaged = {}, True
-        if self.config.execute != "off":
+        if self.config.execute != ExecuteMode.OFF:
             for problem in problems:
-                warn(problem, "store", location=docname)
+                warn(problem, WarningSubtype.STORE, location=docname)
         return records, damaged
 
     def run(self) -> list[str]:
@@ -219,7 +220,7 @@ class Run:
             self.outcome.unknown_cells += sum(1 for c in page.cells if not c.frameworks and c.included(self.app.tags))
             keys[docname], unmatched = page_keys(self.app, page)
             for pattern in unmatched:
-                warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
+                warn(f"live-settings :depends: {pattern!r} matches no file", WarningSubtype.DEPENDS, docname)
         pages: dict[str, tuple[dict[str, SessionRecord], bool]] = {}
         jobs: list[SessionJob] = []
         for session in sessions:
@@ -228,7 +229,7 @@ class Run:
             records, damaged = pages[session.docname]
             latest = records.get(session.framework)
             # With execution off, the pages show their recorded outputs: nothing stored counts.
-            stored = latest if self.config.execute != "off" else None
+            stored = latest if self.config.execute != ExecuteMode.OFF else None
             key = keys[session.docname][session.framework]
             decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
             problems = self.report_decision(session, decision)
@@ -236,7 +237,7 @@ class Run:
                 jobs.append(self.job(session, key, decision))
                 continue
             outcome = session_outcome(
-                session, key, latest, "store" if stored else "recorded",
+                session, key, latest, Origin.STORE if stored else Origin.RECORDED,
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
             self.outcome.sessions[(session.docname, session.framework)] = outcome
@@ -247,7 +248,7 @@ class Run:
                 outcome.problems += report_session(session, stored, self.config.allow_html, outcome.current, note)
             # With execution off the pages show recorded outputs by choice; a decision's own
             # warning, or a stored failure to start, already says why no cell ran.
-            if self.config.execute != "off" and not problems and not (stored and stored.message):
+            if self.config.execute != ExecuteMode.OFF and not problems and not (stored and stored.message):
                 outcome.problems += report_unshown(session, outcome, stored)
             self.outcome.failed += decision.failed
             if stored:
@@ -265,12 +266,12 @@ class Run:
             self.framework_problems.add(decision.reason)
             warn(
                 f"livecells_frameworks[{session.framework!r}]: {decision.reason}; its cells are not run",
-                "config",
+                WarningSubtype.CONFIG,
                 conf_location(self.app.confdir, "livecells_frameworks"),
             )
-        for subtype, message in decision.warnings:
-            warn(message, subtype, first)
-        return [Problem(subtype, first, message) for subtype, message in decision.warnings]
+        for warning in decision.warnings:
+            warn(warning.message, warning.subtype, first)
+        return [Problem(w.subtype, first, w.message) for w in decision.warnings]
 
     def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
@@ -335,15 +336,16 @@ class Run:
         try:
             self.store.save_record(plan.docname, record)
         except (StoreProblem, OSError, ValueError, TypeError) as err:
-            warn(f"{plan.name}: results not stored ({err}); the pages show this build's results", "store", plan.docname)
+            message = f"{plan.name}: results not stored ({err}); the pages show this build's results"
+            warn(message, WarningSubtype.STORE, plan.docname)
         self.changed_pages.add(plan.docname)
         problems = report_session(plan, record, self.config.allow_html)
-        outcome = session_outcome(plan, job.key, record, "run", problems=problems)
+        outcome = session_outcome(plan, job.key, record, Origin.RUN, problems=problems)
         self.outcome.sessions[(plan.docname, plan.framework)] = outcome
         if not record.message:  # else its "kernel" problem says why no cell ran
             outcome.problems += report_unshown(plan, outcome, record)
         self.outcome.ran += 1
-        self.outcome.failed += record.status == "failed"
+        self.outcome.failed += record.status == SessionStatus.FAILED
 
 
 def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: Any = None, guard: Any = None) -> Scheduler:

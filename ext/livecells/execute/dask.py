@@ -43,7 +43,8 @@ from typing import Any
 from livecells.execute.devices import Lease
 from livecells.execute.scheduler import OnDone, OnStart, SessionJob, session_record
 from livecells.model.frameworks import FrameworkSpec
-from livecells.model.records import CellRecord, SessionRecord
+from livecells.model.records import CellRecord, Probe, SessionRecord
+from livecells.model.vocabulary import CellStatus
 
 GPU_RESOURCE = "GPU"
 #: Declared by workers that have more threads than CPU sessions they should run at once.
@@ -268,7 +269,7 @@ def _task_key(job: SessionJob) -> str:
 def _results(job: SessionJob, first: CellRecord | None, reason: str) -> dict[int, CellRecord]:
     results = {
         cell.index: CellRecord(
-            status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []}
+            status=CellStatus.NOT_RUN, error={"ename": "NotRun", "evalue": reason, "traceback": []}
         )
         for cell in job.plan.cells
     }
@@ -279,7 +280,7 @@ def _results(job: SessionJob, first: CellRecord | None, reason: str) -> dict[int
 
 def failed_record(job: SessionJob, message: str, duration: float = 0.0) -> SessionRecord:
     """The record of a session that could not run at all (status ``failed``)."""
-    record = session_record(job, Lease(()), _results(job, None, message), {}, message, duration)
+    record = session_record(job, Lease(()), _results(job, None, message), Probe(), message, duration)
     record.provenance = replace(record.provenance, device="", host="", device_kind="")
     return record
 
@@ -290,7 +291,7 @@ def crash_record(
     """A session whose workers died on every attempt: reported like a dying kernel."""
     where = " and ".join(f"{w['worker']} ({w['host']})" for w in lost)
     died = CellRecord(
-        status="died",
+        status=CellStatus.DIED,
         error={
             "ename": "DeadKernelError",
             "evalue": f"the Dask worker running this session died, {len(lost)} time(s) "
@@ -299,7 +300,7 @@ def crash_record(
         },
     )
     results = _results(job, died, "not run: the worker running the session died")
-    record = session_record(job, Lease(()), results, {}, None, duration)
+    record = session_record(job, Lease(()), results, Probe(), None, duration)
     last = lost[-1] if lost else {"worker": "", "host": ""}
     record.provenance = replace(record.provenance, device="", device_kind="", host=last["host"])
     record.provenance.extra.update(

@@ -45,7 +45,8 @@ from livecells.execute.reaper import (
     reap,
 )
 from livecells.model.frameworks import FrameworkSpec
-from livecells.model.records import CellRecord
+from livecells.model.records import CellRecord, Probe
+from livecells.model.vocabulary import CellStatus
 
 
 @functools.cache
@@ -70,15 +71,15 @@ def hook_request(framework: FrameworkSpec) -> str:
     return f"exec(compile({program!r}, {hook.__file__!r}, 'exec'), {namespace})"
 
 
-def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The probe's user expression as data ({} if it failed)."""
+def _probe_value(result: Mapping[str, Any]) -> Probe:
+    """The probe's user expression as a :class:`Probe` (an empty one if it failed)."""
     if result.get("status") != "ok":
-        return {}
+        return Probe()
     try:  # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
         value = json.loads(ast.literal_eval(result["data"]["text/plain"]))
     except (KeyError, TypeError, ValueError, SyntaxError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return Probe()
+    return Probe.from_json(value)
 
 
 #: Given to every kernel livecells starts. Its input history lives in memory, for this session
@@ -162,7 +163,7 @@ class KernelSession:
         self.kernelspec: dict[str, str] = {}
         #: Display ids across the session's cells: a later cell's update changes an earlier one.
         self.displays = SessionDisplays()
-        self._probed: dict[str, Any] | None = None
+        self._probed: Probe | None = None
 
     async def __aenter__(self) -> KernelSession:
         try:
@@ -394,7 +395,7 @@ class KernelSession:
             await self._interrupt(msg_id, collector)
             interrupted = collector.error or {}
             return CellRecord(
-                status="timeout",
+                status=CellStatus.TIMEOUT,
                 outputs=collector.outputs,
                 error={
                     "ename": "CellTimeoutError",
@@ -406,7 +407,7 @@ class KernelSession:
         except KernelDied as died:
             self.broken = str(died)
             return CellRecord(
-                status="died",
+                status=CellStatus.DIED,
                 outputs=collector.outputs,
                 error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
             )
@@ -425,9 +426,9 @@ class KernelSession:
                 elapsed = float(measured["data"]["text/plain"])
             except (KeyError, ValueError):
                 elapsed = None
-        status = "ok" if content.get("status") == "ok" else "error"
+        status = CellStatus.OK if content.get("status") == "ok" else CellStatus.ERROR
         error = collector.error
-        if status == "error" and error is None:
+        if status == CellStatus.ERROR and error is None:
             error = {
                 "ename": content.get("ename", "Error"),
                 "evalue": content.get("evalue", ""),
@@ -456,7 +457,7 @@ class KernelSession:
             self._kill_processes()
             await self.km.shutdown_kernel(now=True)
 
-    async def probe(self) -> dict[str, Any]:
+    async def probe(self) -> Probe:
         """The session's provenance as the kernel sees it (versions, host, whether a GPU was used);
         read with the last cell when it ran with ``last=True``."""
         if self._probed is not None:

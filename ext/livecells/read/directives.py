@@ -32,6 +32,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from livecells.config import STDERR_MODES, WARNING_TYPE, app_of, get_config
+from livecells.model.vocabulary import StderrMode, WarningSubtype
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +87,8 @@ def _seconds(argument: str) -> float:
     return value
 
 
-def _stderr(argument: str) -> str:
-    return directives.choice(argument, STDERR_MODES)
+def _stderr(argument: str) -> StderrMode:
+    return StderrMode(directives.choice(argument, STDERR_MODES))
 
 
 def _patterns(argument: str) -> list[str]:
@@ -124,14 +125,14 @@ class LiveCellDirective(SphinxDirective):
                 ", ".join(known),
                 location=self.get_location(),
                 type=WARNING_TYPE,
-                subtype="config",
+                subtype=WarningSubtype.CONFIG,
             )
         if ALL in names and len(names) > 1:
             logger.warning(
                 "live-cell: 'all' cannot be combined with other frameworks; using 'all'",
                 location=self.get_location(),
                 type=WARNING_TYPE,
-                subtype="config",
+                subtype=WarningSubtype.CONFIG,
             )
             names = [ALL]
         code = "\n".join(self.content)
@@ -146,7 +147,7 @@ class LiveCellDirective(SphinxDirective):
                 "live-cell: the cell has no code",
                 location=self.get_location(),
                 type=WARNING_TYPE,
-                subtype="config",
+                subtype=WarningSubtype.CONFIG,
             )
         # Seen frameworks are kept in order, without duplicates.
         frameworks = list(dict.fromkeys(n for n in names if n == ALL or n in known))
@@ -158,7 +159,7 @@ class LiveCellDirective(SphinxDirective):
             hide_output="hide-output" in self.options,
             raises=self.options.get("raises"),
             timeout=self.options.get("timeout"),
-            stderr=self.options.get("stderr", "show"),
+            stderr=self.options.get("stderr", StderrMode.SHOW),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
@@ -193,7 +194,7 @@ class LiveTextDirective(SphinxDirective):
                 ", ".join(known),
                 location=self.get_location(),
                 type=WARNING_TYPE,
-                subtype="config",
+                subtype=WarningSubtype.CONFIG,
             )
         frameworks = list(dict.fromkeys(n for n in names if n in known))
         if not self.content or not "".join(self.content).strip():
@@ -201,7 +202,7 @@ class LiveTextDirective(SphinxDirective):
                 "live-text: the prose is empty",
                 location=self.get_location(),
                 type=WARNING_TYPE,
-                subtype="config",
+                subtype=WarningSubtype.CONFIG,
             )
         if not frameworks:
             # Nothing to attach it to: the prose stays in the page, in place, as plain prose.
@@ -320,7 +321,7 @@ class GroupLiveCells(SphinxTransform):
                     ", ".join(sorted(used)),
                     location=text,
                     type=WARNING_TYPE,
-                    subtype="config",
+                    subtype=WarningSubtype.CONFIG,
                 )
 
     def _attach_recorded(self, cell: live_cell) -> None:
@@ -349,7 +350,7 @@ class GroupLiveCells(SphinxTransform):
             uri,
             location=node,
             type=WARNING_TYPE,
-            subtype="recorded",
+            subtype=WarningSubtype.RECORDED,
         )
         text = f"recorded figure {uri}: file not found"
         note = nodes.paragraph(text, text, classes=["livecells-missing"])

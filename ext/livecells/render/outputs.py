@@ -24,6 +24,7 @@ from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_pri
 from livecells.model.records import CellRecord
 from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi
+from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.directives import live_cell
 from livecells.render.ansi import ansi_to_html
 from livecells.render.markup import checked_math, latex_nodes, markdown_nodes, text_block
@@ -97,7 +98,7 @@ class Outputs:
         kind = output.get("output_type")
         if kind == "stream":
             name = output.get("name")
-            if name == "stderr" and cell.get("stderr") == "hide":
+            if name == "stderr" and cell.get("stderr") == StderrMode.HIDE:
                 return []
             text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:
@@ -156,7 +157,7 @@ class Outputs:
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
                     "the next representation is shown instead",
-                    type=WARNING_TYPE, subtype="output", location=cell_location(cell),
+                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
                 )
                 continue
             if rendered:
@@ -242,7 +243,8 @@ def cell_location(cell: live_cell) -> str:
 
 def _output_warning(cell: live_cell, framework: str, message: str) -> None:
     logger.warning(
-        f"live-cell [{framework}]: {message}", type=WARNING_TYPE, subtype="output", location=cell_location(cell)
+        f"live-cell [{framework}]: {message}",
+        type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
     )
 
 

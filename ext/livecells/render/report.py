@@ -27,6 +27,7 @@ from sphinx.util.nodes import make_refnode
 from livecells.config import app_of, get_config
 from livecells.model.records import outcome_of
 from livecells.model.text import one_line
+from livecells.model.vocabulary import ExecuteMode, Origin
 from livecells.render.results import format_seconds
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
@@ -61,7 +62,7 @@ class ReportRow:
     device: str = ""
     date: str = ""
     host: str = ""
-    origin: str = ""  # "this build", "store" or ""
+    origin: Origin = Origin.RECORDED  # of its latest record (recorded: there is none)
     outdated: bool = False  # stored for other code (or :depends: files) than the page now has
     shown: int = 0  # of its cells, those whose stored result the page still shows
     not_run: int = 0  # of its cells, those the page shows not run
@@ -90,7 +91,7 @@ def report_rows(app: Sphinx) -> list[ReportRow]:
                 device=_shown(session.device),
                 date=_shown(session.date),
                 host=_shown(session.host),
-                origin="this build" if session.origin == "run" else "store",
+                origin=Origin.RUN if session.origin == Origin.RUN else Origin.STORE,
                 outdated=session.stale,
                 shown=session.current,
                 not_run=session.not_run,
@@ -112,9 +113,9 @@ def _shown(value: Any) -> str:
 
 def summary_line(rows: list[ReportRow], execute: str) -> str:
     """``N sessions on P pages: R run in this build, S from the store, ...; total cell time``."""
-    ran = sum(1 for r in rows if r.origin == "this build")
-    stored = sum(1 for r in rows if r.origin == "store")
-    not_run = sum(1 for r in rows if not r.origin)
+    ran = sum(1 for r in rows if r.origin == Origin.RUN)
+    stored = sum(1 for r in rows if r.origin == Origin.STORE)
+    not_run = sum(1 for r in rows if r.origin == Origin.RECORDED)
     failed = sum(1 for r in rows if r.errors or r.status == "failed")
     total = sum(r.seconds or 0.0 for r in rows)
     pages = len({r.docname for r in rows})
@@ -124,7 +125,7 @@ def summary_line(rows: list[ReportRow], execute: str) -> str:
         f"{not_run} not run; {failed} failed; the pages show {errors} cell error(s), {cells_not_run} "
         f"cell(s) not run, {stale} stale; total cell time {format_seconds(total)}."
     )
-    if execute == "off":
+    if execute == ExecuteMode.OFF:
         text += " (livecells_execute = 'off': the pages show their recorded outputs.)"
     return text
 
@@ -209,7 +210,7 @@ class RenderLiveReport(SphinxPostTransform):
             status = row.status
             if row.errors:
                 status += f", {row.errors} cell error(s)"
-            if row.not_run and row.origin:
+            if row.not_run and row.origin != Origin.RECORDED:
                 status += f", {row.not_run} not run"
             if row.outdated:
                 status += f" (code changed since; {row.shown} of {row.cells} cells shown)"
@@ -224,7 +225,7 @@ class RenderLiveReport(SphinxPostTransform):
                     nodes.Text("—" if row.seconds is None else format_seconds(row.seconds).replace(" ", "\u00a0")),
                     nodes.Text(row.device or "—"),
                     nodes.Text(ran or "—"),
-                    nodes.Text(row.origin or "—"),
+                    nodes.Text(row.origin.label or "—"),
                 ]
             )
         group += body

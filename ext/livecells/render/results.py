@@ -22,6 +22,7 @@ from sphinx import addnodes
 
 from livecells.model.plans import PagePlan
 from livecells.model.records import BuildOutcome, CellRecord, SessionRecord
+from livecells.model.vocabulary import Origin
 from livecells.store import OutputStore, StoreProblem
 
 #: (cell index, framework) -> (the cell's result, its session's record)
@@ -37,9 +38,9 @@ def page_records(outcome: BuildOutcome, plan: PagePlan) -> dict[str, SessionReco
         session = outcome.session(plan.docname, framework)
         if session is None:
             continue
-        if session.origin == "run" and (plan.docname, framework) in outcome.records:
+        if session.origin == Origin.RUN and (plan.docname, framework) in outcome.records:
             records[framework] = outcome.records[(plan.docname, framework)]
-        elif session.origin == "store":
+        elif session.origin == Origin.STORE:
             from_store.append(framework)
     if from_store and outcome.store:
         try:
