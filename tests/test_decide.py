@@ -14,7 +14,7 @@ from livecells.model.records import (
     current_cells,
     verdict,
 )
-from livecells.model.vocabulary import WarningMessage, WarningSubtype
+from livecells.model.vocabulary import Origin, SessionStatus, WarningMessage, WarningSubtype
 from livecells.plan.decide import Decision, Environment, Mode, decide
 
 ENV = Environment(digest="env-1")
@@ -230,6 +230,31 @@ def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_
     assert shown.shown == Verdict(not_run=(1,), stale=(0,))
     failed = session_outcome(session, "k1", stored, "store", reason="no kernelspec", failed=True)
     assert (failed.status, failed.record_status, failed.current) == ("failed", "ok", 2)
+
+
+def test_the_command_line_reports_a_stored_session_in_the_rows_a_build_reports():
+    """One row shape: the command line's row of a stored session is the build's row of it
+    (without the page: every stored cell counts as shown), and both fail on the same things."""
+    from livecells.build.run import session_outcome
+    from livecells.cli.main import failing, report_entry
+    from livecells.model.records import stored_outcome
+
+    session = plan("a = 1", "raise ValueError", "c = 3")
+    stored = record(session)
+    stored.cells[1] = CellRecord("error", index=1, code_sha=session.cells[1].code_sha, time=0.5,
+                                 error={"ename": "ValueError", "evalue": "", "traceback": []})
+    stored.provenance = Provenance(device="CPU X", framework_version="1.2", date="2026-01-01T00:00:00+00:00", host="h")
+    built = session_outcome(session, "k1", stored, Origin.STORE)
+    cli = stored_outcome("page", "alpha", stored)
+    assert type(built) is type(cli) and built.latest_origin == cli.latest_origin == Origin.STORE
+    fields = ("status", "record_status", "cells", "current", "stale", "errors", "not_run", "seconds", "duration",
+              "device", "framework_version", "date", "host")
+    for name in fields:
+        assert getattr(built, name) == getattr(cli, name), name
+    assert report_entry(cli)["run_time"] == 0.5 and report_entry(cli)["errors"] == 1
+    assert failing([cli], "errors") == [cli] and failing([cli], "never") == []
+    could_not_run = stored_outcome("page", "alpha", SessionRecord("alpha", "k", "e", SessionStatus.FAILED))
+    assert failing([could_not_run], "errors") == [could_not_run]
 
 
 def test_the_verdict_counts_each_shown_cell_once_wherever_its_result_came_from():

@@ -127,14 +127,7 @@ def session_outcome(
         shown=found,
     )
     if record is not None:
-        outcome.record_status = record.status
-        outcome.record_cells = len(record.cells)
-        outcome.stale = record.key != key
-        outcome.duration = record.duration
-        outcome.seconds = record.cell_seconds()
-        outcome.device = record.provenance.device
-        outcome.date = record.provenance.date
-        outcome.host = record.provenance.host
+        outcome.note_record(record, key)
     return outcome
 
 

@@ -261,7 +261,11 @@ class Problem:
 
 @dataclass
 class SessionOutcome:
-    """What this build did with one (page, framework) session, and what the pages show of it."""
+    """What this build did with one (page, framework) session, and what the pages show of it.
+
+    The one row shape of every report of sessions: summary.json and junit.xml, ``live-report``,
+    and ``python -m livecells report`` (which makes them from the store: :func:`stored_outcome`).
+    """
 
     page: str
     framework: str
@@ -288,8 +292,29 @@ class SessionOutcome:
     duration: float | None = None
     seconds: float | None = None  # its cells' run time, summed
     device: str = ""
+    framework_version: str = ""
     date: str = ""
     host: str = ""
+
+    def note_record(self, record: SessionRecord, key: str | None = None) -> None:
+        """Take what the session's latest record says of how it last ran (``key``: the
+        session's key now; a record made for another is stale)."""
+        self.record_status = record.status
+        self.record_cells = len(record.cells)
+        self.stale = key is not None and record.key != key
+        self.duration = record.duration
+        self.seconds = record.cell_seconds()
+        self.device = record.provenance.device
+        self.framework_version = record.provenance.framework_version
+        self.date = record.provenance.date
+        self.host = record.provenance.host
+
+    @property
+    def latest_origin(self) -> Origin:
+        """Where the session's latest record comes from (``recorded``: there is none)."""
+        if self.record_status is None:
+            return Origin.RECORDED
+        return Origin.RUN if self.origin == Origin.RUN else Origin.STORE
 
     @property
     def errors(self) -> int:
@@ -352,6 +377,23 @@ class BuildOutcome:
         if self.execute == ExecuteMode.OFF:
             return errors + self.failed
         return errors + not_run + stale + self.failed
+
+
+def stored_outcome(page: str, framework: str, record: SessionRecord) -> SessionOutcome:
+    """A stored session as it is reported without a build (the command line): its record's
+    status, and its cells counted as a build counts them without the page (see :func:`verdict`)."""
+    outcome = SessionOutcome(
+        page=page,
+        framework=framework,
+        source="",
+        origin=Origin.STORE,
+        status=record.status,
+        cells=len(record.cells),
+        current=len(record.cells),
+        shown=verdict(record),
+    )
+    outcome.note_record(record)
+    return outcome
 
 
 #: The build environment's attribute that holds the build's outcome.
