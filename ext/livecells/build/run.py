@@ -233,6 +233,10 @@ class Run:
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
             if stored:
+                # The page shows this very read of the store file: one read per build, so that a
+                # file replaced since (a concurrent build, a git pull) cannot put another
+                # version's outputs under the cells this outcome counted as current.
+                self.outcome.records[(session.docname, session.framework)] = stored
                 self.outcome.cached += 1
             else:
                 self.outcome.skipped += 1

@@ -16,7 +16,6 @@ import fcntl
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,7 +157,10 @@ class OutputStore:
         data["format"] = FORMAT
         data["page"] = docname
         text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # Not tempfile.mkstemp (always 0600): the store is shared (committed, published by
+        # another user), so its files get 0666 less the umask, as any file the user writes.
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -172,7 +174,7 @@ class OutputStore:
 
 
 #: Per store file text read (path, length, hash): each session's problem, or None. A build
-#: reads each page's file twice (the plan, the page); it is checked once.
+#: reads a page's file again, under its lock, to store a session in it; it is checked once.
 _VERDICTS: dict[tuple[str, int, int], dict[str, str | None]] = {}
 
 
