@@ -3,6 +3,8 @@ staleness rule and error count of livecells.model.records."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
@@ -222,3 +224,39 @@ def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_
     assert (shown.origin, shown.status, shown.current, shown.stale) == ("store", "ok", 1, True)
     failed = session_outcome(session, "k1", stored, "store", reason="no kernelspec", failed=True)
     assert (failed.status, failed.record_status, failed.current) == ("failed", "ok", 2)
+
+
+def test_the_session_key_holds_every_setting_that_changes_a_result():
+    """A stored result stands only for what ran: each setting a run depends on is in its key."""
+    from livecells.model.frameworks import FrameworkSpec
+    from livecells.plan.keys import RunSettings, session_key
+
+    def page(*cells: CellPlan, **settings) -> SessionPlan:
+        return SessionPlan("page", "alpha", "/src/page.rst", cells, PageSettings(**settings))
+
+    plain = CellPlan(index=0, frameworks=("alpha",), code="print(1)", line=1, code_line=2)
+    own = CellPlan(index=0, frameworks=("alpha",), code="print(1)", line=1, code_line=2, timeout=20.0)
+    spec = FrameworkSpec("alpha", "Alpha", sync="pass", gpu_used="False")
+    base = RunSettings(timeout=600, output_limit=100_000, frameworks={"alpha": spec})
+    key = session_key(page(plain), "deps", base)
+    changed = {
+        "livecells_timeout": session_key(page(plain), "deps", replace(base, timeout=900)),
+        "livecells_output_limit": session_key(page(plain), "deps", replace(base, output_limit=10)),
+        "the page's time budget": session_key(page(plain, timeout=60), "deps", base),
+        "the page's :gpus:": session_key(page(plain, gpus=2), "deps", base),
+        "the cell's :timeout:": session_key(page(own), "deps", base),
+        "the :depends: files": session_key(page(plain), "other deps", base),
+        "the framework's sync": session_key(
+            page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, sync="x = 1")})
+        ),
+        "the version shown": session_key(
+            page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, version_of="numpy")})
+        ),
+    }
+    assert [what for what, other in changed.items() if other == key] == []
+    # The same setting written otherwise, and a default that a cell's own :timeout: overrides,
+    # change nothing: nothing reruns for them.
+    assert session_key(page(plain), "deps", replace(base, timeout=600.0)) == key
+    own_key = session_key(page(own), "deps", base)
+    assert session_key(page(own), "deps", replace(base, timeout=900)) == own_key
+    assert session_key(page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, label="A")})) == key

@@ -457,3 +457,75 @@ def test_the_pages_show_the_store_file_as_the_build_read_it(built, fake):
     text = outputs(cell_with(page(app), "alpha reads"))
     assert "alpha reads first version" in text and "ANOTHER" not in text
 
+
+LONG = """Long
+====
+
+.. live-cell:: alpha
+
+   print("x" * 300)
+"""
+
+OWN_TIMEOUTS = """Own
+===
+
+.. live-cell:: alpha
+   :timeout: 20
+
+   print("own timeout")
+"""
+
+
+def test_a_stored_result_stands_only_for_the_settings_it_ran_under(site, fake):
+    """livecells_output_limit, livecells_timeout and the page's time budget are in the key:
+    raising one reruns what it changes (and only that), so no output cut at an old limit is
+    shown under a note that states the new one."""
+    (site / "long.rst").write_text(LONG)
+    (site / "own.rst").write_text(OWN_TIMEOUTS)
+    everything = sorted([*ALL, ("long", "alpha"), ("own", "alpha")])
+    _, _, app = build(site, fake, output_limit=100)
+    assert fake.take() == everything
+    text = cell_with(page(app, "long"), "x").get_text()
+    assert "x" * 101 not in text and "Output truncated at 100 characters" in text
+    _, _, app = build(site, fake, output_limit=100)
+    assert fake.take() == []
+
+    _, _, app = build(site, fake, output_limit=1000)
+    assert fake.take() == everything
+    text = cell_with(page(app, "long"), "x").get_text()
+    assert "x" * 300 in text and "truncated" not in text
+
+    # The conf.py's livecells_timeout is 30: cells with a :timeout: of their own keep their results.
+    build(site, fake, output_limit=1000, timeout=45)
+    assert fake.take() == [j for j in everything if j != ("own", "alpha")]
+
+    other = site / "other.rst"
+    other.write_text(other.read_text().replace("=====\n", "=====\n\n.. live-settings::\n   :timeout: 100\n", 1))
+    build(site, fake, output_limit=1000, timeout=45)
+    assert fake.take() == [("other", "alpha"), ("other", "beta")]
+
+
+def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, monkeypatch, no_kernel_left):
+    """A preload that fails (here: on real kernels, an import error) fails the session in this
+    build, is not stored, and the next build runs the page again (old: stored, never retried)."""
+    helpers = site.parent / "helpers"
+    helpers.mkdir()
+    (helpers / "flaky_preload.py").write_text("raise ImportError('not ready yet')\n")
+    monkeypatch.setenv("PYTHONPATH", str(helpers))
+    monkeypatch.syspath_prepend(str(helpers))
+    conf = site / "conf.py"
+    conf.write_text(conf.read_text().replace(
+        '"alpha": {"label": "Alpha", "kernel": "python3"}',
+        '"alpha": {"label": "Alpha", "kernel": "python3", "preload": ["flaky_preload"]}',
+    ))
+    state, warnings, app = build(site, None, fork_kernels=False)
+    assert state.failed == 2 and state.ran == 4, warnings
+    assert "not ready yet" in warnings and "[livecells.kernel]" in warnings
+    assert set(stored(site, "index")["sessions"]) == {"beta"}  # the failure is not stored
+    assert "not ready yet" in page(app).get_text()  # it is shown in this build
+
+    (helpers / "flaky_preload.py").write_text("READY = True\n")
+    state, warnings, app = build(site, None, fork_kernels=False)
+    assert (state.ran, state.failed, state.cached) == (2, 0, 2), warnings
+    assert set(stored(site, "index")["sessions"]) == {"alpha", "beta"}
+    assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
