@@ -290,6 +290,8 @@ def test_a_damaged_store_file_is_reported_once_and_recomputed(built, fake):
     state, warnings, app = build(site, fake, fresh=True)
     assert warnings.count("[livecells.store]") == 1
     assert "): damaged (" in warnings or ".json: damaged" in warnings
+    # The one store file a build overwrites without `clear`: said in the warning.
+    assert "the file replaced when they are stored" in warnings
     assert state.ran == 2 and fake.take() == [("index", "alpha"), ("index", "beta")]
     assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
     json.loads(path.read_text())
@@ -505,7 +507,8 @@ def test_a_stored_result_stands_only_for_the_settings_it_ran_under(site, fake):
     assert fake.take() == [("other", "alpha"), ("other", "beta")]
 
 
-def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, monkeypatch, no_kernel_left):
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, monkeypatch, no_kernel_left, fork):
     """A preload that fails (here: on real kernels, an import error) fails the session in this
     build, is not stored, and the next build runs the page again (old: stored, never retried)."""
     helpers = site.parent / "helpers"
@@ -518,14 +521,14 @@ def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, mon
         '"alpha": {"label": "Alpha", "kernel": "python3"}',
         '"alpha": {"label": "Alpha", "kernel": "python3", "preload": ["flaky_preload"]}',
     ))
-    state, warnings, app = build(site, None, fork_kernels=False)
+    state, warnings, app = build(site, None, fork_kernels=fork)
     assert state.failed == 2 and state.ran == 4, warnings
     assert "not ready yet" in warnings and "[livecells.kernel]" in warnings
     assert set(stored(site, "index")["sessions"]) == {"beta"}  # the failure is not stored
     assert "not ready yet" in page(app).get_text()  # it is shown in this build
 
     (helpers / "flaky_preload.py").write_text("READY = True\n")
-    state, warnings, app = build(site, None, fork_kernels=False)
+    state, warnings, app = build(site, None, fork_kernels=fork)
     assert (state.ran, state.failed, state.cached) == (2, 0, 2), warnings
     assert set(stored(site, "index")["sessions"]) == {"alpha", "beta"}
     assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))

@@ -26,6 +26,8 @@ from livecells.store.schema import Invalid, check_session
 
 FORMAT = 1
 SUFFIX = ".json"
+#: What happens to a store file that cannot be read: said loudly, since the file is overwritten.
+REPLACED = "its results will be recomputed, and the file replaced when they are stored"
 
 
 class StoreProblem(Exception):
@@ -75,13 +77,13 @@ class OutputStore:
             data = json.loads(text)
         except (ValueError, RecursionError) as err:
             reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
-            raise StoreProblem(f"{path}: damaged ({reason}); its results will be recomputed") from None
+            raise StoreProblem(f"{path}: damaged ({reason}); {REPLACED}") from None
         if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
-            raise StoreProblem(f"{path}: not a livecells store file; its results will be recomputed")
+            raise StoreProblem(f"{path}: not a livecells store file; {REPLACED}")
         version = data.get("format")
         if type(version) is not int:
             raise StoreProblem(
-                f"{path}: not a livecells store file (format {version!r}); its results will be recomputed"
+                f"{path}: not a livecells store file (format {version!r}); {REPLACED}"
             )
         if version > FORMAT:
             raise StoreProblem(
