@@ -767,3 +767,30 @@ def test_a_template_whose_imported_files_changed_forks_no_more(
     assert first.template.process is templates[0] and second.template.process is templates[1]
     assert templates[0] is not templates[1] and warnings == []
     assert [t.poll() for t in templates if t.poll() is None] == [] and kernel_processes() == []
+
+
+
+def test_a_preload_the_pages_folder_has_its_own_copy_of_is_imported_from_there(tmp_path: Path) -> None:
+    """A fresh kernel has its page's folder on ``sys.path`` before site-packages: an installed
+    preload with a copy there (a book's ``d2l/`` beside a page at its root) is that copy. The
+    template imported the installed one, so a kernel for that folder is not forked."""
+    page, other = tmp_path / "page", tmp_path / "other"
+    page.mkdir()
+    other.mkdir()
+    (page / "idna.py").write_text("WHERE = 'page'\n")  # idna: installed, not imported by a kernel
+    shadowed = FrameworkSpec(name="shadowed", label="Shadowed", preload=("idna",))
+    ask = "import idna; print(getattr(idna, 'WHERE', 'installed'))"
+
+    async def sessions(server: ForkServer) -> list[tuple[Any, str]]:
+        found = []
+        for cwd, factory in ((page, None), (page, server.manager), (other, server.manager)):
+            async with KernelSession(shadowed, cwd=cwd, manager_factory=factory) as k:
+                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, 30))))
+        return found
+
+    warnings: list[str] = []
+    with ForkServer(warn=warnings.append) as server:
+        (_, fresh), (at_page, there), (at_other, elsewhere) = run(sessions(server))
+    assert (fresh, there, elsewhere) == ("page\n", "page\n", "installed\n")  # fresh: the oracle
+    assert isinstance(at_page, subprocess.Popen) and isinstance(at_other, ForkedProcess)
+    assert len(warnings) == 1 and str(page / "idna.py") in warnings[0]

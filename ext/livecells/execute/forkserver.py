@@ -258,6 +258,20 @@ def changed_file(files: Mapping[str, Sequence[int]], since_ns: int) -> str | Non
     return None
 
 
+def own_copy(preload: Sequence[str], cwd: str, imported: Mapping[str, Any]) -> str | None:
+    """A preloaded package or module that the page's folder ``cwd`` has a copy of, other than
+    the file the template imported (``imported``: its files outside the installed folders). A
+    fresh kernel has its folder on ``sys.path`` before site-packages, so it imports that copy."""
+    read = {os.path.realpath(path) for path in imported}
+    for top in dict.fromkeys(name.split(".")[0] for name in preload):
+        for path in (os.path.join(cwd, top, "__init__.py"), os.path.join(cwd, f"{top}.py")):
+            if os.path.isfile(path):
+                if os.path.realpath(path) not in read:
+                    return path
+                break
+    return None
+
+
 def _killpg(pgid: int, signum: int) -> None:
     try:
         os.killpg(pgid, signum)
@@ -471,6 +485,11 @@ class ForkServer:
         )
         if differs:
             why = f"the session's environment differs from the template's in {', '.join(differs)}"
+            self._fallback(key, why, broken=False)
+            raise ForkServerError(why)
+        own = own_copy(template.preload, cwd, template.files)
+        if own is not None:
+            why = f"the page's folder has its own {own}, which a fresh kernel imports"
             self._fallback(key, why, broken=False)
             raise ForkServerError(why)
         payload = {
