@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -726,3 +727,70 @@ def test_only_settings_tells_a_declarative_config_file() -> None:
         b"load_subconfig('other.py')",
     ):
         assert not only_settings(code), code
+
+
+def test_a_template_whose_imported_files_changed_forks_no_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper module the template imported (a preload beside the book, on PYTHONPATH) that the
+    author saves again: the next kernel runs the new code, forked from a new template, while
+    the kernel of the old one lives on; both templates end with the server."""
+    helpers = tmp_path / "helpers"
+    helpers.mkdir()
+    module = helpers / "livecells_test_saved_helper.py"
+    module.write_text("VERSION = 1\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(helpers), os.environ.get("PYTHONPATH", "")]))
+    saved = FrameworkSpec(name="saved", label="Saved", preload=("livecells_test_saved_helper",))
+    ask = "import livecells_test_saved_helper as h; print(h.VERSION)"
+    warnings: list[str] = []
+
+    async def sessions(server: ForkServer) -> list[tuple[Any, str, str, int]]:
+        found = []
+        async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as first:
+            found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, 30))))
+            module.write_text("VERSION = 2\n")  # the same size; saved while a kernel runs
+            await asyncio.sleep(0.1)  # not as the next template starts (that one is not trusted)
+            async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as second:
+                found.append((second.km.provisioner.process, stdout(await second.run_cell(ask, 30))))
+                found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, 30))))
+        return found
+
+    with ForkServer(warn=warnings.append) as server:
+        time.sleep(0.1)  # written before the template starts (one written as it starts is not trusted)
+        assert run(server.ready(saved))
+        templates = [next(iter(server.templates.values())).process]
+        (first, old), (second, new), (_, still_old) = run(sessions(server))
+        assert (old, new, still_old) == ("1\n", "2\n", "1\n")
+        templates += [t.process for t in server.templates.values()]
+        assert len(server.retired) == 1 and server.retired[0].process is templates[0]
+    assert isinstance(first, ForkedProcess) and isinstance(second, ForkedProcess)
+    assert first.template.process is templates[0] and second.template.process is templates[1]
+    assert templates[0] is not templates[1] and warnings == []
+    assert [t.poll() for t in templates if t.poll() is None] == [] and kernel_processes() == []
+
+
+
+def test_a_preload_the_pages_folder_has_its_own_copy_of_is_imported_from_there(tmp_path: Path) -> None:
+    """A fresh kernel has its page's folder on ``sys.path`` before site-packages: an installed
+    preload with a copy there (a book's ``d2l/`` beside a page at its root) is that copy. The
+    template imported the installed one, so a kernel for that folder is not forked."""
+    page, other = tmp_path / "page", tmp_path / "other"
+    page.mkdir()
+    other.mkdir()
+    (page / "idna.py").write_text("WHERE = 'page'\n")  # idna: installed, not imported by a kernel
+    shadowed = FrameworkSpec(name="shadowed", label="Shadowed", preload=("idna",))
+    ask = "import idna; print(getattr(idna, 'WHERE', 'installed'))"
+
+    async def sessions(server: ForkServer) -> list[tuple[Any, str]]:
+        found = []
+        for cwd, factory in ((page, None), (page, server.manager), (other, server.manager)):
+            async with KernelSession(shadowed, cwd=cwd, manager_factory=factory) as k:
+                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, 30))))
+        return found
+
+    warnings: list[str] = []
+    with ForkServer(warn=warnings.append) as server:
+        (_, fresh), (at_page, there), (at_other, elsewhere) = run(sessions(server))
+    assert (fresh, there, elsewhere) == ("page\n", "page\n", "installed\n")  # fresh: the oracle
+    assert isinstance(at_page, subprocess.Popen) and isinstance(at_other, ForkedProcess)
+    assert len(warnings) == 1 and str(page / "idna.py") in warnings[0]

@@ -579,3 +579,30 @@ def test_a_fork_that_fails_is_answered_and_leaves_sigterm_deliverable(tmp_path: 
     launch = {"op": "launch", "cwd": str(tmp_path), "env": {}, "module": "m", "args": []}
     assert _ask(json.dumps(launch).encode() + b"\n") == {"error": "BlockingIOError: [Errno 11] Resource temporarily unavailable"}
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGTERM not in before
+
+
+def test_a_template_tells_the_files_its_imports_read_outside_the_installed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a launcher checks before it forks: the imported files that no install (and so no
+    environment fingerprint) accounts for, as read; and which of them changed since."""
+    from livecells.execute.forkserver import changed_file
+
+    helper = tmp_path / "livecells_test_imported_helper.py"
+    helper.write_text("VERSION = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import livecells_test_imported_helper  # noqa: F401 - imported to be found in sys.modules
+
+    files = template.imported_files(sys.modules, template.installed_folders())
+    assert str(helper) in files
+    assert not [p for p in files if "site-packages" in p or p.startswith(sys.base_prefix + os.sep)]
+    assert json.__file__ not in files and pytest.__file__ not in files
+    written = files[str(helper)][0]
+    later = {str(helper): files[str(helper)]}
+    assert changed_file(later, written + 1) is None
+    assert changed_file(later, written) == str(helper)  # written as the imports ran: unsure
+    helper.write_text("VERSION = 2\n")  # same size, new time
+    os.utime(helper, ns=(written, written))  # even with its time put back (ctime is not)
+    assert changed_file(later, written + 1) == str(helper)
+    helper.unlink()
+    assert changed_file(later, 0) == str(helper)

@@ -27,7 +27,6 @@ from livecells.config import LivecellsConfig, get_config
 from livecells.model.records import outcome_of
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
-from livecells.store import StoreProblem
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +46,10 @@ def on_env_get_outdated(
     app: Sphinx, env: BuildEnvironment, added: set[str], changed: set[str], removed: set[str]
 ) -> list[str]:
     """Pages to re-read although their source did not change."""
+    # A page that left this build (deleted, excluded, absent from this branch) keeps its stored
+    # results: a partial build must not delete what is committed; ``livecells clear`` does.
     config = get_config(app)
     store = store_of(app)
-    for docname in removed:
-        # A page that left the book takes its stored results with it.
-        if docname in plans(env):
-            try:
-                store.remove(docname)
-            except StoreProblem as problem:
-                warn(str(problem), "store")
     outdated = []
     for docname, page in plans(env).items():
         if docname in changed or docname in added or docname in removed:

@@ -36,7 +36,7 @@ from livecells.model.records import (
     verdict,
 )
 from livecells.plan.decide import Decision, Environment, Mode, decide
-from livecells.plan.keys import FileHashes, files_digest, session_keys
+from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
 from livecells.store import OutputStore, StoreProblem, repaired
 
@@ -93,7 +93,8 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
                 conf_location(app.confdir, "livecells_depends"),
             )
     book = state.book_depends[0] if config.depends else ""
-    return session_keys(page, config.framework_names(), hashes, book, app.tags)
+    settings = RunSettings(config.timeout, config.output_limit, config.frameworks)
+    return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
 
 
 def session_outcome(
@@ -227,6 +228,8 @@ class Run:
                 pages[session.docname] = self.stored(session.docname)
             records, damaged = pages[session.docname]
             latest = records.get(session.framework)
+            if latest is not None and latest.status == "failed":
+                latest = None  # a session that could not run is no result (older stores kept some)
             # With execution off, the pages show their recorded outputs: nothing stored counts.
             stored = latest if self.config.execute != "off" else None
             key = keys[session.docname][session.framework]
@@ -251,6 +254,10 @@ class Run:
                 outcome.problems += report_unshown(session, outcome, stored)
             self.outcome.failed += decision.failed
             if stored:
+                # The page shows this very read of the store file: one read per build, so that a
+                # file replaced since (a concurrent build, a git pull) cannot put another
+                # version's outputs under the cells this outcome counted as current.
+                self.outcome.records[(session.docname, session.framework)] = stored
                 self.outcome.cached += 1
             else:
                 self.outcome.skipped += 1
@@ -333,7 +340,11 @@ class Run:
         # The pages show this build's results from here, whether or not the store takes them.
         self.outcome.records[(plan.docname, plan.framework)] = record
         try:
-            self.store.save_record(plan.docname, record)
+            # A session that could not run (its kernel did not start, a preload failed, the
+            # cluster lost it) is no result of its code: shown and counted in this build, never
+            # stored, so the next build tries again.
+            if record.status != "failed":
+                self.store.save_record(plan.docname, record)
         except (StoreProblem, OSError, ValueError, TypeError) as err:
             warn(f"{plan.name}: results not stored ({err}); the pages show this build's results", "store", plan.docname)
         self.changed_pages.add(plan.docname)

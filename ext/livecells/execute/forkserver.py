@@ -89,6 +89,9 @@ PER_SESSION_ENV = (
     SESSION_VARIABLE,
 )
 Key = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]  # python, preload, kernelspec env
+#: A file time this close to a template's start (or later) may be an edit its imports missed:
+#: file times lag the clock by up to a timer tick (coarse timestamps).
+TIMESTAMP_SLACK_NS = 20_000_000
 
 
 class ForkServerError(RuntimeError):
@@ -112,6 +115,10 @@ class Template:
         self.path = os.path.join(workdir, f"t-{uuid.uuid4().hex[:8]}.sock")
         self.log_path = self.path[: -len(".sock")] + ".log"
         modules = [*KERNEL_MODULES, *self.preload]
+        #: Before any import: a file changed after this may have been read old or new.
+        self.started_ns = time.time_ns()
+        #: The files its imports read outside the interpreter's own folders, as it read them.
+        self.files: dict[str, list[int]] = {}
         # The template's program is a file, run by the kernel's Python (see execute/template.py).
         command = [python, "-c", program.BOOT, program.__file__, MARKER, self.path, str(os.getpid())]
         # With the kernels' arguments, the template pre-initialises their app and shell.
@@ -174,10 +181,18 @@ class Template:
         if not readable:
             return False, f"the template was not ready within {timeout:g} s"
         try:
-            problem = json.loads(line)["error"]
-        except (ValueError, KeyError, TypeError):
+            ready = json.loads(line)
+            problem = ready["error"]
+            files = ready.get("files") or {}
+            self.files = {str(path): list(state) for path, state in files.items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
             problem = f"the template failed to start: {self._log_tail()}"
         return problem is None, problem or ""
+
+    def changed_file(self) -> str | None:
+        """A file the template imported that has changed since, or may have as it was read:
+        its kernels would run old code under a session key made from the new."""
+        return changed_file(self.files, self.started_ns - TIMESTAMP_SLACK_NS)
 
     def _log_tail(self) -> str:
         try:
@@ -228,6 +243,33 @@ class Template:
         _killpg(self.process.pid, signal.SIGKILL)  # anything a preload started
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def changed_file(files: Mapping[str, Sequence[int]], since_ns: int) -> str | None:
+    """The first of ``files`` (path -> :func:`~.template.file_state` as read) that is gone, is
+    not as read, or was written at ``since_ns`` or later (so perhaps after it was read)."""
+    for path, state in files.items():
+        try:
+            now = program.file_state(os.stat(path))
+        except OSError:
+            return path
+        if now != list(state) or max(now[0], now[1]) >= since_ns:
+            return path
+    return None
+
+
+def own_copy(preload: Sequence[str], cwd: str, imported: Mapping[str, Any]) -> str | None:
+    """A preloaded package or module that the page's folder ``cwd`` has a copy of, other than
+    the file the template imported (``imported``: its files outside the installed folders). A
+    fresh kernel has its folder on ``sys.path`` before site-packages, so it imports that copy."""
+    read = {os.path.realpath(path) for path in imported}
+    for top in dict.fromkeys(name.split(".")[0] for name in preload):
+        for path in (os.path.join(cwd, top, "__init__.py"), os.path.join(cwd, f"{top}.py")):
+            if os.path.isfile(path):
+                if os.path.realpath(path) not in read:
+                    return path
+                break
+    return None
 
 
 def _killpg(pgid: int, signum: int) -> None:
@@ -338,6 +380,8 @@ class ForkServer:
         self.enabled = sys.platform.startswith("linux") if enabled is None else enabled
         self.per_session_env = frozenset(PER_SESSION_ENV) | frozenset(per_session_env)
         self.templates: dict[Key, Template] = {}
+        #: Templates whose imported files changed: no more forks; closed once their kernels end.
+        self.retired: list[Template] = []
         #: The first reason each key launched normally (said once through ``warn``).
         self.fallbacks: dict[Key, str] = {}
         self._broken: set[Key] = set()
@@ -419,9 +463,21 @@ class ForkServer:
         try:
             template = self._template(key)
             await template.wait_ready_async(self.startup_timeout)
+            changed = template.changed_file()
+            if changed is not None:
+                # Its kernels would run the old code: a new template reads the files again.
+                self._retire(key, template)
+                template = self._template(key)
+                await template.wait_ready_async(self.startup_timeout)
+                changed = template.changed_file()
         except ForkServerError as err:
             self._fallback(key, str(err), broken=True)
             raise
+        if changed is not None:
+            why = f"{changed} changed as the template imported it"
+            self._retire(key, template)
+            self._fallback(key, why, broken=False)
+            raise ForkServerError(why)
         differs = sorted(
             name
             for name in set(env) | set(template.env)
@@ -429,6 +485,11 @@ class ForkServer:
         )
         if differs:
             why = f"the session's environment differs from the template's in {', '.join(differs)}"
+            self._fallback(key, why, broken=False)
+            raise ForkServerError(why)
+        own = own_copy(template.preload, cwd, template.files)
+        if own is not None:
+            why = f"the page's folder has its own {own}, which a fresh kernel imports"
             self._fallback(key, why, broken=False)
             raise ForkServerError(why)
         payload = {
@@ -446,9 +507,21 @@ class ForkServer:
         template.launched.append(reply["pid"])
         return ForkedProcess(template, reply["pid"])
 
+    def _retire(self, key: Key, template: Template) -> None:
+        """Fork no more from ``template`` (its kernels live on); close the retired templates
+        whose kernels have all ended."""
+        if self.templates.get(key) is template:
+            del self.templates[key]
+            self.retired.append(template)
+        for old in list(self.retired):
+            if all(ForkedProcess(old, pid).poll() is not None for pid in old.launched):
+                self.retired.remove(old)
+                old.close()
+
     def close(self) -> None:
         """Kill every template and every kernel forked from one; safe to call twice."""
-        templates, self.templates = list(self.templates.values()), {}
+        templates, self.templates = [*self.templates.values(), *self.retired], {}
+        self.retired = []
         for template in templates:
             template.close()
         if self._workdir is not None:

@@ -33,7 +33,9 @@ import os
 import random  # noqa: F401 - reseeded in every child (sys.modules["random"]), see reseed()
 import select
 import signal
+import site
 import socket
+import sysconfig
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -101,7 +103,10 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
         listener.bind(path)
         listener.listen(64)
     sys.stdout.flush()  # before any fork: nothing buffered may be written twice
-    os.write(ready, (json.dumps({"error": problem}) + "\n").encode())
+    # The files the kernels will run as the template read them: a launcher must not fork from a
+    # template whose imported code has changed since (see ForkServer.launch).
+    files = imported_files(sys.modules, installed_folders()) if problem is None else {}
+    os.write(ready, (json.dumps({"error": problem, "files": files}) + "\n").encode())
     os.close(ready)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -182,6 +187,39 @@ def _stop_children(children: dict[int, int | None], path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def installed_folders() -> list[str]:
+    """This interpreter's own folders (the standard library, site-packages): what changes there
+    comes with an install, which the environment's fingerprint sees."""
+    paths = sysconfig.get_paths()
+    folders = {paths.get(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    folders.update(getattr(site, "getsitepackages", list)())  # absent in old virtualenvs
+    if site.ENABLE_USER_SITE:
+        folders.add(site.getusersitepackages())
+    return sorted(os.path.realpath(folder) for folder in folders if folder)
+
+
+def imported_files(modules: Mapping[str, Any], installed: list[str]) -> dict[str, list[int]]:
+    """The files of the imported ``modules`` outside the ``installed`` folders (a book's helper
+    package, an editable install, a module on ``PYTHONPATH``), each with what a change alters:
+    ``[mtime_ns, ctime_ns, size, inode]``."""
+    roots = tuple(os.path.join(folder, "") for folder in installed)
+    found: dict[str, list[int]] = {}
+    for module in list(modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or path in found or os.path.realpath(path).startswith(roots):
+            continue
+        try:
+            found[path] = file_state(os.stat(path))
+        except OSError:
+            continue
+    return found
+
+
+def file_state(stat: os.stat_result) -> list[int]:
+    """What changes when a file is written or replaced: ``[mtime_ns, ctime_ns, size, inode]``."""
+    return [stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino]
 
 
 def _readable(sock: Any, timeout: float) -> bool:

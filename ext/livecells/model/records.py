@@ -264,8 +264,9 @@ class BuildOutcome:
     execute: str = "auto"
     store: str = ""  # the store's folder
     sessions: dict[tuple[str, str], SessionOutcome] = field(default_factory=dict)
-    #: The records of the sessions this build ran, by (page, framework): the pages show them
-    #: even when the store could not be written.
+    #: The records the pages show, by (page, framework): those of the sessions this build ran
+    #: (shown even when the store could not be written), and those the build read from the
+    #: store for the sessions it took from there (each store file is read once per build).
     records: dict[tuple[str, str], SessionRecord] = field(default_factory=dict)
     ran: int = 0
     cached: int = 0

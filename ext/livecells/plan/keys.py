@@ -1,9 +1,13 @@
 """Session keys: what decides whether a stored session's results still stand.
 
-Each session's key is a hash of its cells' code in order (with the options that change
-execution) and of the page's ``:depends:`` files (and the book's ``livecells_depends``). The
-environment's fingerprint (kernelspec, versions) is kept beside the key, not in it, so the
-device policy can tell "the code changed" from "the machine changed". Nothing here knows Sphinx.
+Each session's key is a hash of everything besides the machine that decides what the session
+gives: its cells' code in order, each with the timeout it runs under (its ``:timeout:``, else
+``livecells_timeout``), the page's ``live-settings`` (``:gpus:``, the ``:timeout:`` budget), the
+page's ``:depends:`` files (and the book's ``livecells_depends``), ``livecells_output_limit``,
+and the framework's ``sync`` and probe code (what the timing line measures and says). A stored
+result stands only for the settings it ran under (:class:`RunSettings`). The environment's
+fingerprint (kernelspec, versions) is kept beside the key, not in it, so the device policy can
+tell "the code changed" from "the machine changed". Nothing here knows Sphinx.
 """
 
 from __future__ import annotations
@@ -12,27 +16,57 @@ import glob
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import PagePlan, SessionPlan
 
 #: Bumped when the way a session is executed changes what it would produce.
-KEY_VERSION = 1
+KEY_VERSION = 2
 
 
-def session_key(session: SessionPlan, depends_digest: str) -> str:
-    """Hash of what decides a session's results, besides the machine: its cells' code in order
-    (with the options that change execution) and the page's ``:depends:`` files."""
+@dataclass(frozen=True)
+class RunSettings:
+    """The book's settings that change what a session gives, besides its page: the timeout of
+    cells without ``:timeout:``, the output limit, and each framework's spec."""
+
+    timeout: float = 600.0
+    output_limit: int = 100_000
+    frameworks: Mapping[str, FrameworkSpec] = field(default_factory=dict)
+
+
+def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings | None = None) -> str:
+    """Hash of what decides a session's results, besides the machine: its cells' code in order,
+    each with its timeout, the page's settings and ``:depends:`` files, and the book's
+    ``settings``."""
+    settings = settings or RunSettings()
+    spec = settings.frameworks.get(session.framework)
     digest = hashlib.sha256()
-    header = {"v": KEY_VERSION, "framework": session.framework, "depends": depends_digest}
+    header = {
+        "v": KEY_VERSION,
+        "framework": session.framework,
+        "depends": depends_digest,
+        "gpus": session.settings.gpus,
+        "budget": _seconds(session.settings.timeout),
+        "output_limit": settings.output_limit,
+        # What the timing line measures (sync) and says (the device, the version).
+        "spec": [spec.sync, spec.gpu_used, spec.version_module] if spec is not None else None,
+    }
     digest.update(json.dumps(header, sort_keys=True).encode())
     for cell in session.cells:
-        digest.update(json.dumps([cell.code, cell.timeout]).encode())
+        timeout = cell.timeout or settings.timeout  # as run_session gives it
+        digest.update(json.dumps([cell.code, _seconds(timeout)]).encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _seconds(value: float | None) -> float | None:
+    """A timeout as the key holds it: ``30`` and ``30.0`` are the same setting."""
+    return None if value is None else float(value)
 
 #: Per file: (size, mtime_ns, ctime_ns, inode) and the content's digest, kept in the build
 #: environment so that an unchanged (perhaps huge) dependency is not read again each build.
@@ -97,10 +131,12 @@ def session_keys(
     hashes: FileHashes | None = None,
     book: str = "",
     tags: Any = None,
+    settings: RunSettings | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Each of the page's sessions' key by framework (the :depends: files read once), and the
     :depends: patterns that matched nothing. ``book`` is the digest of ``livecells_depends``."""
     digest, unmatched = depends_digest(page, hashes)
     if book:
         digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
-    return {s.framework: session_key(s, digest) for s in page.sessions(order, tags)}, unmatched
+    keys = {s.framework: session_key(s, digest, settings) for s in page.sessions(order, tags)}
+    return keys, unmatched
