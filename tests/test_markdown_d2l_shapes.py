@@ -81,7 +81,7 @@ def test_shapes_in_the_converted_text(compared):
     assert re.search(r"^\(sec_minibatches\)=\n## Minibatches", read("minibatch-sgd"), re.M)
     # Image, blank line, label: the figure's, not the next section's.
     lstm = read("lstm")
-    assert re.search(r"^\(fig_lstm_2\)=\n```\{figure\} \.\./img/lstm-2\.svg", lstm, re.M)
+    assert re.search(r"^\(fig_lstm_2\)=\n\n```\{figure\} \.\./img/lstm-2\.svg", lstm, re.M)
     assert not re.search(r"^\(fig_lstm_2\)=\n#", lstm, re.M)
     # A caption over two lines; a caption and no label.
     assert re.search(r"```\{figure\} \.\./img/bert-input\.svg\n:name: fig_bert-input\n\nThe embeddings", read("bert"))
@@ -103,12 +103,31 @@ def test_the_report_counts_what_it_placed(compared):
     assert results[Path("gp-intro.md")].counts["captions"] == 3
 
 
-def test_a_caption_with_no_table_is_kept_and_located():
+def test_a_caption_with_no_table_is_kept_as_written_and_located():
     from livecells.cli.convert_md import convert_markdown
 
-    result = convert_markdown("# T\n\nText.\n\n:A caption\n:label:`tab_x`\n\nMore text.\n", tabs=TABS, source="ch.md")
-    assert result.warnings == ["ch.md:5: WARNING: table caption with no table after it: kept as text"]
-    assert "(tab_x)=\n:A caption\n\nMore text." in result.text
+    source = "# T\n\nText.\n\n:A caption\n:label:`tab_x`\n\nMore text.\n\n: not one,\n  two lines\n\nEnd.\n"
+    result = convert_markdown(source, tabs=TABS, source="ch.md")
+    assert result.warnings == [f"ch.md:{n}: WARNING: table caption with no table after it: kept as text" for n in (5, 10)]
+    assert "(tab_x)=\n:A caption\n\nMore text.\n\n: not one,\n  two lines\n\nEnd.\n" in result.text
+    assert result.counts["tables"] == 0
+
+
+def test_math_in_code_spans_is_text():
+    from livecells.cli.convert_md import convert_markdown
+
+    result = convert_markdown("# T\n\nWrite `$$x$$` for display math, as $$y$$ here.\n", tabs=TABS)
+    assert result.text == "# T\n\nWrite `$$x$$` for display math, as\n\n$$y$$\n\nhere.\n"
+    assert result.counts["equations"] == 1
+
+
+def test_converting_a_converted_excerpt_changes_nothing(compared):
+    from livecells.cli.convert_md import convert_markdown
+
+    for path in sorted(SHAPES.glob("*.md")):
+        once = (compared["book"] / path.name).read_text(encoding="utf-8")
+        twice = convert_markdown(once, tabs=TABS)
+        assert (twice.text, twice.warnings) == (once, []), path.name
 
 
 D2L_EN = os.environ.get("LIVECELLS_D2L_EN")
@@ -130,3 +149,4 @@ def test_the_whole_d2l_en_book(tmp_path):
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "ext")},
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+

@@ -278,8 +278,8 @@ class _MarkdownConverter:
         self.hide_all = False
         #: Labels that d2lbook moves up to the section, figure or table before them, per anchor.
         self.anchors: list[list[str]] = []
-        #: A ``:Caption`` paragraph waiting for its table: (caption, label, source line).
-        self.caption: tuple[str, str, int] | None = None
+        #: A ``:Caption`` paragraph waiting for its table: (caption, label, source line, its lines).
+        self.caption: tuple[str, str, int, list[str]] | None = None
         self.counts = {"figures": 0, "captions": 0, "equations": 0, "tables": 0, "labels": 0}
         self.chunks = _split(self.lines, self.warn)
         self.tabs = tabs or self._chapter_tabs()
@@ -482,7 +482,7 @@ class _MarkdownConverter:
             # text, on one line or several); a mark makes one of any image.
             self.counts["figures"] += 1
             self.counts["captions"] += bool(image[1].strip())
-            head = [self._anchor(), "```{figure} " + image[2]]
+            head = [self._anchor(fence=True), "```{figure} " + image[2]]
             head += [f":name: {values['label']}"] if "label" in values else []
             head += [f":{k}: {values[k]}" for k in ("width", "height") if k in values]
             return pending + head + ["", *image[1].split("\n")] * bool(image[1].strip()) + ["```"]
@@ -493,15 +493,15 @@ class _MarkdownConverter:
         if caption and not _MARK_LINE.match(body[0]):
             # d2l's table caption: a ":Caption" paragraph before the table (its label beside it).
             text = " ".join([caption[1], *(x.strip() for x in body[1:])]).strip()
-            self.caption = (text, values.get("label", ""), start)
+            self.caption = (text, values.get("label", ""), start, body)
             return pending
         if body and all(_TABLE_ROW.match(x) for x in body) and self.caption:
-            text, label, _ = self.caption
+            text, label, *_ = self.caption
             self.caption = None
             label = values.get("label") or label
             self.counts["tables"] += 1
             fence = "~~~" if "`" in text else "```"  # a backtick fence's info has no backticks
-            head = [self._anchor(), f"{fence}{{table}} {text}"] + [f":name: {label}"] * bool(label)
+            head = [self._anchor(fence=True), f"{fence}{{table}} {text}"] + [f":name: {label}"] * bool(label)
             return pending + head + ["", *body, fence]
         if "eqlabel" in values:
             # The equation: the paragraph's trailing $$…$$, after any text of the paragraph.
@@ -530,24 +530,27 @@ class _MarkdownConverter:
                 self.anchors[-1].append(values["label"])
         return pending + body
 
-    def _anchor(self) -> str:
-        """A placeholder line where labels that d2lbook moves up to this element will go."""
+    def _anchor(self, fence: bool = False) -> str:
+        """A placeholder line where labels that d2lbook moves up to this element will go; before a
+        fence (a figure, a table) they end with a blank line, as a second conversion reads them."""
         self.anchors.append([])
-        return f"\x00anchor:{len(self.anchors) - 1}"
+        return f"\x00anchor:{len(self.anchors) - 1}:{int(fence)}"
 
     def _anchor_labels(self, line: str) -> list[str]:
         if not line.startswith("\x00anchor:"):
             return [line]
-        return [f"({label})=" for label in self.anchors[int(line.split(":")[1])]]
+        _, number, fence = line.split(":")
+        labels = [f"({label})=" for label in self.anchors[int(number)]]
+        return labels + [""] * (bool(labels) and fence == "1")
 
     def _flush_caption(self) -> list[str]:
         """A ``:Caption`` paragraph with no table after it: kept as text, warned."""
         if self.caption is None:
             return []
-        text, label, line = self.caption
+        _, label, line, lines = self.caption
         self.caption = None
         self.warn(line, "table caption with no table after it: kept as text")
-        return [f"({label})="] * bool(label) + [":" + text, ""]
+        return [f"({label})="] * bool(label) + lines + [""]
 
     def roles(self, line: str, number: int) -> str:
         """Inline marks as MyST roles (``:numref:`x``` → ``{numref}`x```)."""
@@ -598,15 +601,17 @@ def _display_math(lines: list[str], counts: dict[str, int]) -> list[str]:
     text = "\n".join(lines)
     if "$$" not in text:
         return lines
+    # Code spans hold text, not math: their $$ (masked here) is left alone.
+    masked = re.sub(r"(`+).+?\1", lambda m: "`" * len(m[0]), text, flags=re.S)
     item = re.match(r"^(\s*)([*+-]|\d+[.)])\s+", lines[0])
     indent = " " * (len(item[0]) if item else len(lines[0]) - len(lines[0].lstrip()))
     out: list[str] = []
     position = 0
-    for math in re.finditer(r"\$\$(.+?)\$\$", text, re.S):
+    for math in re.finditer(r"\$\$(.+?)\$\$", masked, re.S):
         counts["equations"] += 1
         before = text[: math.start()] if position == 0 else _continued(text[position : math.start()], indent)
         before = before.rstrip()
-        block = (indent + math[0].lstrip()).split("\n")
+        block = (indent + text[math.start() : math.end()].lstrip()).split("\n")
         if re.fullmatch(r"\s*([*+-]|\d+[.)])", before):
             block[0] = before + " " + block[0].lstrip()  # a list item that starts with the equation
         elif before.strip():
