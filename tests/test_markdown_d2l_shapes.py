@@ -113,6 +113,14 @@ def test_a_caption_with_no_table_is_kept_as_written_and_located():
     assert result.counts["tables"] == 0
 
 
+def test_a_labelled_image_without_caption_is_a_figure_with_a_located_note():
+    from livecells.cli.convert_md import convert_markdown
+
+    result = convert_markdown("# T\n\n![](../img/x.svg)\n:label:`fig_x`\n", tabs=TABS, source="ch.md")
+    assert result.text == "# T\n\n```{figure} ../img/x.svg\n:name: fig_x\n```\n"
+    assert result.warnings == ["ch.md:3: WARNING: image labelled fig_x has no caption: a reference to it gets no number"]
+
+
 def test_math_in_code_spans_is_text():
     from livecells.cli.convert_md import convert_markdown
 

@@ -482,6 +482,8 @@ class _MarkdownConverter:
             # text, on one line or several); a mark makes one of any image.
             self.counts["figures"] += 1
             self.counts["captions"] += bool(image[1].strip())
+            if "label" in values and not image[1].strip():
+                self.warn(start, f"image labelled {values['label']} has no caption: a reference to it gets no number")
             head = [self._anchor(fence=True), "```{figure} " + image[2]]
             head += [f":name: {values['label']}"] if "label" in values else []
             head += [f":{k}: {values[k]}" for k in ("width", "height") if k in values]
