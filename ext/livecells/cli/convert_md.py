@@ -17,10 +17,15 @@ stand for Sphinx's cross-references. This module reads such a chapter the way d2
   frameworks the book does not have are dropped, as d2lbook drops them;
 - the slide marks ``[**…**]`` and ``(**…**)`` keep their text, ``[~~…~~]`` and ``(~~…~~)`` are
   removed;
-- marks become MyST: ``(label)=`` targets, a labelled image becomes a ``{figure}``, a labelled
-  ``$$…$$`` a ``{math}`` block, ``:numref:`` → ``{numref}``, ``:eqref:`` → ``{eq}``, ``:cite:``/
-  ``:citet:``/``:citep:`` → ``{cite}``/``{cite:t}``/``{cite:p}``, ``:bibliography:`` →
-  ``{bibliography}`` (with d2lbook's ``:style: apa``), and ``eval_rst``/``toc`` fences → ``{eval-rst}``/``{toctree}``.
+- marks become MyST: ``(label)=`` targets, a labelled ``$$…$$`` a ``{math}`` block, ``:numref:`` →
+  ``{numref}``, ``:eqref:`` → ``{eq}``, ``:cite:``/``:citet:``/``:citep:`` → ``{cite}``/
+  ``{cite:t}``/``{cite:p}``, ``:bibliography:`` → ``{bibliography}`` (with d2lbook's ``:style:
+  apa``), and ``eval_rst``/``toc`` fences (in framework prose too) → ``{eval-rst}``/``{toctree}``;
+- what pandoc and d2lbook's ``rst.py`` make of the prose, MyST gets too: an image alone in its
+  paragraph with a caption (or a mark) becomes a ``{figure}``; each ``$$…$$`` inside a paragraph
+  or list item a display block of its own; a ``:Caption`` line before a pipe table a ``{table}``
+  with that caption; and a label that does not follow its section title, figure or table directly
+  (a blank line between, or text) is moved up to the one before it, as d2lbook moves it.
 
 Which frameworks the book has comes from d2lbook's ``config.ini`` (``[build] tabs``) when it lies
 beside the chapter or above it; else from the chapter's ``tab.interact_select([...])``; else from
@@ -58,7 +63,10 @@ _MARK = re.compile(r":([\w.-]+):`([^`]*)`")
 _MARK_LINE = re.compile(r"^\s*(:[\w.-]+:`[^`]*`\s*)+$")
 #: The marks that d2lbook reads on a line of their own, about the paragraph above them.
 _BLOCK_MARKS = {"label", "eqlabel", "width", "height", "bibliography"}
-_IMAGE = re.compile(r"^!\[(.*)\]\((\S+?)\)\s*$")
+_IMAGE = re.compile(r"^\s*!\[([^\]]*)\]\((\S+?)\)\s*$", re.S)
+#: d2l's table caption: a paragraph that starts with ":" (not a mark), and a pipe table's row.
+_CAPTION = re.compile(r"^:(?![\w.-]+:`)\s*(\S.*)$")
+_TABLE_ROW = re.compile(r"^\s*\|")
 _HEADING = re.compile(r"^#{1,6}\s")
 #: Inline marks and the MyST role each becomes.
 _ROLES = {
@@ -77,10 +85,19 @@ class MarkdownResult:
     cells: int = 0
     warnings: list[str] = field(default_factory=list)
     gpus: GpuInference = field(default_factory=GpuInference)
+    #: What a reader sees besides the cells: labels, figures and their captions, display
+    #: equations, captioned tables (as written, so a reader can check them against the source).
+    counts: dict[str, int] = field(default_factory=dict)
 
     def summary(self, source: str) -> str:
-        """One line for the report: live cells written, settings inferred."""
+        """One line for the report: live cells written, what else was placed, settings inferred."""
         text = f"{source}: {self.cells} live cells"
+        if any(self.counts.values()):
+            c = self.counts
+            text += (
+                f"; {c['labels']} labels, {c['figures']} figures ({c['captions']} captioned), "
+                f"{c['equations']} display equations, {c['tables']} captioned tables"
+            )
         if self.gpus.settings:
             text += f"; inferred live-settings :gpus: {self.gpus.gpus} from {where(self.gpus.evidence)}"
         return text
@@ -186,47 +203,31 @@ def _tab_marker(code: str) -> list[str] | None:
 def resolve_tab_branches(lines: list[str], framework: str) -> list[str]:
     """The code as ``framework`` runs it: ``if tab.selected(...)`` branches resolved.
 
-    As d2lbook's ``_clean_if_branches``: an ``if`` whose line names the framework in quotes keeps
-    its body, dedented; another drops it; the branch ends at the first line indented no deeper
-    than the ``if``; a ``tab.selected`` branch inside a kept one is resolved in turn. Unlike
-    d2lbook, an ``elif``/``else`` of such an ``if`` is resolved too.
+    d2lbook's ``notebook._clean_if_branches``, line by line in one pass: a line with ``if`` and
+    ``tab.selected`` opens a branch (an ``if`` nested in a kept branch too), kept when it names the
+    framework in quotes, each of its lines cut by four spaces, else dropped; a branch ends at the
+    first non-blank line indented no deeper than its ``if``. So a nested branch's lines are
+    dedented once, as d2lbook's generated ``d2l`` package has them. Beyond d2lbook, an ``else:``
+    of such a branch is resolved too (d2lbook would keep it and break the code).
     """
-    while True:
-        resolved = _resolve_outer_branches(lines, framework)
-        if resolved == lines:
-            return resolved
-        lines = resolved
-
-
-def _resolve_outer_branches(lines: list[str], framework: str) -> list[str]:
     out: list[str] = []
     mode = ""  # "" outside a branch, "keep" or "drop" inside one
-    indent, body_indent, chain_taken = 0, None, False
+    indent, chain_taken = 0, False
     for line in lines:
         stripped = line.strip()
         depth = len(line) - len(line.lstrip())
-        if mode and stripped and depth <= indent:
-            mode = ""
-            if depth == indent and re.match(r"(elif\b.*|else\s*):", stripped):
-                if stripped.startswith("else"):
-                    taken = not chain_taken
-                else:
-                    taken = "tab.selected" in stripped and _names_framework(stripped, framework)
-                mode, body_indent = ("keep" if taken else "drop"), None
-                chain_taken = chain_taken or taken
-                continue
-        if not mode and re.match(r"if\b", stripped) and "tab.selected" in stripped:
+        if "if" in line and "tab.selected" in line:
             taken = _names_framework(stripped, framework)
-            mode, indent, body_indent, chain_taken = ("keep" if taken else "drop"), depth, None, taken
+            chain_taken = taken or (chain_taken and stripped.startswith("elif"))
+            mode, indent = ("keep" if taken else "drop"), depth
             continue
-        if mode == "keep":
-            if not stripped:
-                out.append("")
+        if mode and stripped and depth <= indent:
+            if depth == indent and re.fullmatch(r"else\s*:(\s*#.*)?", stripped):
+                mode = "drop" if chain_taken else "keep"
                 continue
-            if body_indent is None:
-                body_indent = depth - indent
-            # Dedent by the body's own indent; a line indented less (a continuation) keeps its text.
-            out.append(line[body_indent:] if line[:body_indent].isspace() else line.lstrip())
+            mode = ""
+        if mode == "keep":
+            out.append(line[4:])
         elif mode == "":
             out.append(line)
     return out
@@ -275,6 +276,11 @@ class _MarkdownConverter:
         self.cells = 0
         self.code: list[tuple[int, list[str]]] = []  # kept cells: (first code line, lines)
         self.hide_all = False
+        #: Labels that d2lbook moves up to the section, figure or table before them, per anchor.
+        self.anchors: list[list[str]] = []
+        #: A ``:Caption`` paragraph waiting for its table: (caption, label, source line, its lines).
+        self.caption: tuple[str, str, int, list[str]] | None = None
+        self.counts = {"figures": 0, "captions": 0, "equations": 0, "tables": 0, "labels": 0}
         self.chunks = _split(self.lines, self.warn)
         self.tabs = tabs or self._chapter_tabs()
         self.default = self.tabs[0] if self.tabs else default_framework
@@ -330,11 +336,12 @@ class _MarkdownConverter:
                     blocks.append(block)
         self._name_all_cells()
         lines = "\n\n".join("\n".join(b) for b in blocks if b).split("\n")
+        lines = [x for line in lines for x in self._anchor_labels(line)]
         inference = infer_gpus(self.code)
         if inference.settings and not any(re.match(r"`{3,}\{live-settings\}", x) for x in lines):
             lines = _with_settings(lines, inference)
         text = "\n".join(lines).strip("\n")
-        return MarkdownResult(text + "\n" if text else "", self.cells, self.warnings, inference)
+        return MarkdownResult(text + "\n" if text else "", self.cells, self.warnings, inference, self.counts)
 
     # -- cells --------------------------------------------------------------------------------
 
@@ -417,10 +424,16 @@ class _MarkdownConverter:
         """Prose (or a fence that is not a cell) in MyST."""
         if chunk.kind == "fence":
             return self.fence(chunk)
-        text = remove_slide_marks("\n".join(chunk.lines))
         out: list[str] = []
-        for start, paragraph in _marks_end_paragraphs(self._paragraphs(text.split("\n"), chunk.line)):
-            out.extend(self.paragraph(paragraph, start))
+        for part in _fences_in(chunk):
+            if part.kind == "fence":
+                out += [""] * bool(out and out[-1].strip()) + self.fence(part) + [""]
+                continue
+            text = remove_slide_marks("\n".join(part.lines))
+            for start, paragraph in _marks_end_paragraphs(self._paragraphs(text.split("\n"), part.line)):
+                lines = self.paragraph(paragraph, start)
+                out.extend(lines[1:] if lines[:1] == [""] and out and not out[-1].strip() else lines)
+        out.extend(self._flush_caption())
         while out and not out[-1].strip():
             out.pop()
         return _strip_blank(out)
@@ -460,15 +473,38 @@ class _MarkdownConverter:
         if "bibliography" in values:
             # As d2lbook's rst.py writes it: the APA style of pybtex-apa-style (livecells[book]).
             body += ["```{bibliography} " + values["bibliography"], ":style: apa", "```"]
-        image = _IMAGE.match(body[0]) if len(body) == 1 else None
-        if image and (values.keys() & {"label", "width", "height"}):
-            head = ["```{figure} " + image[2]]
+        pending = self._flush_caption() if self.caption and not _TABLE_ROW.match(body[0] if body else "") else []
+        if "label" in values:
+            self.counts["labels"] += 1
+        image = _IMAGE.match("\n".join(body)) if body else None
+        if image and (image[1].strip() or values.keys() & {"label", "width", "height"}):
+            # pandoc makes a figure of an image alone in its paragraph that has a caption (its alt
+            # text, on one line or several); a mark makes one of any image.
+            self.counts["figures"] += 1
+            self.counts["captions"] += bool(image[1].strip())
+            if "label" in values and not image[1].strip():
+                self.warn(start, f"image labelled {values['label']} has no caption: a reference to it gets no number")
+            head = [self._anchor(fence=True), "```{figure} " + image[2]]
             head += [f":name: {values['label']}"] if "label" in values else []
             head += [f":{k}: {values[k]}" for k in ("width", "height") if k in values]
-            return head + ["", image[1]] * bool(image[1]) + ["```"]
+            return pending + head + ["", *image[1].split("\n")] * bool(image[1].strip()) + ["```"]
         for key in ("width", "height"):
             if key in values:
                 self.warn(start, f":{key}: mark with no image before it: dropped")
+        caption = _CAPTION.match(body[0]) if body else None
+        if caption and not _MARK_LINE.match(body[0]):
+            # d2l's table caption: a ":Caption" paragraph before the table (its label beside it).
+            text = " ".join([caption[1], *(x.strip() for x in body[1:])]).strip()
+            self.caption = (text, values.get("label", ""), start, body)
+            return pending
+        if body and all(_TABLE_ROW.match(x) for x in body) and self.caption:
+            text, label, *_ = self.caption
+            self.caption = None
+            label = values.get("label") or label
+            self.counts["tables"] += 1
+            fence = "~~~" if "`" in text else "```"  # a backtick fence's info has no backticks
+            head = [self._anchor(fence=True), f"{fence}{{table}} {text}"] + [f":name: {label}"] * bool(label)
+            return pending + head + ["", *body, fence]
         if "eqlabel" in values:
             # The equation: the paragraph's trailing $$…$$, after any text of the paragraph.
             first = next((i for i in range(len(body) - 1, -1, -1) if body[i].lstrip().startswith("$$")), 0)
@@ -477,12 +513,46 @@ class _MarkdownConverter:
             text, math = body[:first], "\n".join(body[first:]).strip()
             if math.startswith("$$") and math.endswith("$$") and math.count("$$") == 2:
                 inner = _strip_blank(math[2:-2].split("\n"))
-                body = text + [""] * bool(text) + ["```{math}", f":label: {values['eqlabel']}", "", *inner, "```"]
+                self.counts["equations"] += 1
+                body = _display_math(text, self.counts) + [""] * bool(text)
+                body += ["```{math}", f":label: {values['eqlabel']}", "", *inner, "```"]
             else:
                 self.warn(start, ":eqlabel: mark with no $$ equation before it: dropped")
+                body = _display_math(body, self.counts)
+        else:
+            body = _display_math(body, self.counts)
+        heading = bool(body) and (bool(_HEADING.match(body[0])) or all(_TABLE_ROW.match(x) for x in body))
+        if heading:  # a section title, or a table without a caption
+            body = [self._anchor(), *body]
         if "label" in values:
-            body = [f"({values['label']})="] + body if body else [f"({values['label']})="]
-        return body
+            if heading or not self.anchors:
+                body = [f"({values['label']})=", *body]
+            else:
+                # d2lbook (rst._process_rst) moves a label up to the section, figure or table it follows.
+                self.anchors[-1].append(values["label"])
+        return pending + body
+
+    def _anchor(self, fence: bool = False) -> str:
+        """A placeholder line where labels that d2lbook moves up to this element will go; before a
+        fence (a figure, a table) they end with a blank line, as a second conversion reads them."""
+        self.anchors.append([])
+        return f"\x00anchor:{len(self.anchors) - 1}:{int(fence)}"
+
+    def _anchor_labels(self, line: str) -> list[str]:
+        if not line.startswith("\x00anchor:"):
+            return [line]
+        _, number, fence = line.split(":")
+        labels = [f"({label})=" for label in self.anchors[int(number)]]
+        return labels + [""] * (bool(labels) and fence == "1")
+
+    def _flush_caption(self) -> list[str]:
+        """A ``:Caption`` paragraph with no table after it: kept as text, warned."""
+        if self.caption is None:
+            return []
+        _, label, line, lines = self.caption
+        self.caption = None
+        self.warn(line, "table caption with no table after it: kept as text")
+        return [f"({label})="] * bool(label) + lines + [""]
 
     def roles(self, line: str, number: int) -> str:
         """Inline marks as MyST roles (``:numref:`x``` → ``{numref}`x```)."""
@@ -498,6 +568,70 @@ class _MarkdownConverter:
             return match[0]
 
         return _MARK.sub(role, line)
+
+
+def _fences_in(chunk: _Chunk) -> list[_Chunk]:
+    """Tab prose cut at its fences (d2lbook's pandoc makes an ``eval_rst`` fence RST there too)."""
+    parts: list[_Chunk] = []
+    fence: _Chunk | None = None
+    for number, line in enumerate(chunk.lines, chunk.line):
+        match = _FENCE.match(line)
+        if fence is not None:
+            if match and match[1] == fence.mark and not match[2].strip():
+                parts.append(fence)
+                fence = None
+            else:
+                fence.lines.append(line)
+        elif match and chunk.kind == "tab":
+            fence = _Chunk("fence", number, [], info=match[2].strip(), mark=match[1])
+        else:
+            if not parts or parts[-1].kind != "prose":
+                parts.append(_Chunk("prose", number, []))
+            parts[-1].lines.append(line)
+    if fence is not None:  # never closed: its lines stay prose, as they were
+        parts.append(_Chunk("prose", fence.line, [fence.mark + fence.info, *fence.lines]))
+    return parts
+
+
+def _display_math(lines: list[str], counts: dict[str, int]) -> list[str]:
+    """A paragraph with each ``$$…$$`` in it as a display block of its own, as pandoc makes it.
+
+    MyST reads ``$$`` as display math only at the start of a block: inside a paragraph or a list
+    item it would be inline math between stray ``$``. The text around an equation stays in the
+    paragraph (or list item), at its indentation.
+    """
+    text = "\n".join(lines)
+    if "$$" not in text:
+        return lines
+    # Code spans hold text, not math: their $$ (masked here) is left alone.
+    masked = re.sub(r"(`+).+?\1", lambda m: "`" * len(m[0]), text, flags=re.S)
+    item = re.match(r"^(\s*)([*+-]|\d+[.)])\s+", lines[0])
+    indent = " " * (len(item[0]) if item else len(lines[0]) - len(lines[0].lstrip()))
+    out: list[str] = []
+    position = 0
+    for math in re.finditer(r"\$\$(.+?)\$\$", masked, re.S):
+        counts["equations"] += 1
+        before = text[: math.start()] if position == 0 else _continued(text[position : math.start()], indent)
+        before = before.rstrip()
+        block = (indent + text[math.start() : math.end()].lstrip()).split("\n")
+        if re.fullmatch(r"\s*([*+-]|\d+[.)])", before):
+            block[0] = before + " " + block[0].lstrip()  # a list item that starts with the equation
+        elif before.strip():
+            out += before.split("\n") + [""]
+        out += block + [""]
+        position = math.end()
+    after = _continued(text[position:], indent).rstrip()
+    out += after.split("\n") if after.strip() else []
+    while out and not out[-1].strip():
+        out.pop()
+    return out
+
+
+def _continued(text: str, indent: str) -> str:
+    """Text after an equation: from its next line as written, else on a line of its own."""
+    if text.startswith("\n") or not text.strip():
+        return text.lstrip("\n")
+    return indent + text.lstrip(" \t")
 
 
 def _is_mark_line(line: str) -> bool:
