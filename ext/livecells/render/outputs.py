@@ -12,13 +12,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from docutils import nodes
 from sphinx.util import logging
-from sphinx.util.osutil import relative_uri
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
 from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
@@ -215,16 +216,24 @@ class Outputs:
         else:
             imagedir = getattr(builder, "imagedir", "_images")
             target = Path(builder.outdir) / imagedir / name
-            try:
-                base = builder.get_target_uri(self.docname)
-            except Exception:
-                base = self.docname
-            uri = relative_uri(base, f"{imagedir}/{name}")
+            uri = page_url(builder, self.docname, f"{imagedir}/{name}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             target.write_bytes(raw)
         image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
         return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
+
+
+def page_url(builder: Any, docname: str, target: str) -> str:
+    """The URL of ``target`` (a path under the output folder) from the HTML page of ``docname``,
+    quoted: pages and folders named with "#", "%", "?", spaces or non-ASCII link right. From
+    where the page is written, not from ``get_target_uri`` (quoted by html, not by dirhtml)."""
+    page = builder.config.root_doc if builder.name == "singlehtml" else docname
+    try:
+        folder = Path(builder.get_outfilename(page)).parent.relative_to(builder.outdir).as_posix()
+    except (AttributeError, ValueError):
+        folder = posixpath.dirname(page) or "."
+    return quote(posixpath.relpath(target, folder))
 
 
 def cell_location(cell: live_cell) -> str:
