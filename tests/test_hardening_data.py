@@ -486,6 +486,55 @@ def test_a_hostile_stored_session_reaches_no_tex_or_text_raw(site, builder):
         assert "\\begin{sphinxVerbatim}" in out[: out.index("colon")]
 
 
+#: What XML 1.0 cannot hold, but a cell can print: C0 controls, lone surrogates, U+FFFE/U+FFFF.
+NOT_XML = "a\x00b\x01c\x0bd\ud800e\udfffg\ufffeh\uffffi"
+
+
+def test_junit_xml_stays_xml_1_0_whatever_the_problems_hold():
+    import xml.etree.ElementTree as ET
+
+    from livecells.build.summary import junit_xml
+    from livecells.model.records import Problem, SessionOutcome
+
+    problem = Problem(NOT_XML, f"page{NOT_XML}.rst:3", f"boom {NOT_XML}", f"Traceback {NOT_XML}")
+    failed = SessionOutcome(f"page{NOT_XML}", f"fw{NOT_XML}", f"src{NOT_XML}", "run", "error", problems=[problem])
+    skipped = SessionOutcome("other", "fw", "src", "store", "not-run", reason=f"why {NOT_XML}")
+    suite = ET.fromstring(junit_xml([failed, skipped], {"seconds": 1.0}))  # a strict parser
+    text = ET.tostring(suite, encoding="unicode")
+    assert "boom abcd\ufffde\ufffdghi" in text and "why abcd" in text and "pageabcd" in text
+
+
+def test_outputs_that_xml_cannot_hold_leave_every_xml_output_valid(site):
+    """junit.xml parses with a strict XML parser; the HTML and the epub's XHTML hold none of them.
+    (A store holds no lone surrogate: one is refused when read, and repaired when written.)"""
+    import xml.etree.ElementTree as ET
+
+    bad = NOT_XML.replace("\ud800", "").replace("\udfff", "")
+
+    sessions = good_sessions()
+    sessions["alpha"]["cells"][0]["outputs"] = [
+        stream(f"out {bad}\n"),
+        {"output_type": "display_data", "metadata": {},
+         "data": {"text/markdown": f"*md* {bad} $x^{bad}$", "text/plain": "p"}},
+        {"output_type": "display_data", "metadata": {}, "data": {"text/latex": f"$y_{bad}$ {bad}"}},
+        {"output_type": "display_data", "metadata": {}, "data": {"application/json": {bad: bad}}},
+        {"output_type": "error", "ename": "ValueError", "evalue": bad, "traceback": [f"ValueError: {bad}"]},
+    ]  # fmt: skip
+    sessions["alpha"]["cells"][0]["status"] = "error"
+    write_store(site, "index", sessions)
+    app, _ = cache_build(site)
+    ET.parse(app.outdir / "_livecells" / "junit.xml")
+    html = (app.outdir / "index.html").read_text(encoding="utf-8")
+    assert "out abcdeg" in html and "md" in html
+    assert not any(c in html for c in "\x00\x01\x0b\ufffe\uffff")
+    app, _ = cache_build(site, "epub")
+    # (Not parsed whole: sphinx-design's tab markup, an unclosed <input>, is no XHTML.)
+    not_xml = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+    pages = {page.name: page.read_text(encoding="utf-8") for page in Path(app.outdir).rglob("*.xhtml")}
+    assert "out abcdeg" in pages["index.xhtml"]
+    assert not any(not_xml.search(text) for text in pages.values())
+
+
 def test_ansi_and_controls_are_removed_for_every_builder():
     for text in [NASTY_TEXT, *CONTROLS, "\x1b", "\x1b[", "\x1b]unterminated", "\x1b[38:5:1"]:
         plain, html = strip_ansi(text), ansi_to_html(text)

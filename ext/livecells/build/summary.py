@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from livecells.model.records import SessionOutcome
-from livecells.model.text import strip_controls
+from livecells.model.text import strip_controls, xml_text
 
 
 def write_summary(directory: str | os.PathLike[str], sessions: list[SessionOutcome], totals: dict[str, Any]) -> None:
@@ -97,4 +97,7 @@ def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
             ET.SubElement(
                 case, "skipped", message=f"not run in this build{why}: results from the {session.origin}"
             )
+    for element in suite.iter():  # XML 1.0 holds no controls, U+FFFE/U+FFFF or lone surrogates
+        element.text = None if element.text is None else xml_text(element.text)
+        element.attrib = {name: xml_text(value) for name, value in element.attrib.items()}
     return ET.tostring(suite, encoding="utf-8", xml_declaration=True)

@@ -25,7 +25,7 @@ from livecells.config import WARNING_TYPE, LivecellsConfig
 from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
 from livecells.model.records import CellRecord
 from livecells.model.streams import shown_outputs
-from livecells.model.text import css_name, one_line, strip_ansi
+from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.read.directives import live_cell
 from livecells.render.ansi import ansi_to_html
 from livecells.render.markup import checked_math, latex_nodes, markdown_nodes, text_block
@@ -161,6 +161,8 @@ class Outputs:
             value = data[mime]
             if isinstance(value, list) and mime != "application/json":
                 value = "".join(str(v) for v in value)
+            if isinstance(value, str):  # text that no page (HTML, XHTML, LaTeX) can hold goes
+                value = xml_text(value)
             try:
                 rendered = self._mime_node(mime, value)
             except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
