@@ -305,15 +305,47 @@ def test_math_from_a_cell_never_carries_tex_primitives_into_latex(site):
          "data": {"text/markdown": r"$$\immediate\write18{touch pwned}$$", "text/plain": "plaintwo"}},
         latex(r"$^^5cinput{x}$", "plainthree"),
         latex(r"$\frac{a}{b} + x^2$", "plainfour"),
+        latex(r"$\pdffiledump offset 0 length 99{/etc/passwd}$", "plainfive"),
+        latex(r"$\global\everypar{\input{x}}$ and $\AtEndDocument{\filedump}$", "plainsix"),
+        {"output_type": "display_data", "metadata": {}, "data": {"text/latex": r"$\openout1=x$"}},
     ]
     write_store(site, "index", sessions)
     app, warnings = cache_build(site, "latex")
     tex = next(Path(app.outdir).glob("*.tex")).read_text()
-    for bad in (r"\input{/etc/passwd}", r"\write18", "^^5cinput"):
-        assert bad not in tex.replace("\\PYGZbs{}", "\\")
-    assert "plainone" in tex and "plaintwo" in tex and "plainthree" in tex
+    for bad in (r"\input{/etc/passwd}", r"\write18", "^^5cinput", r"\pdffiledump", r"\everypar", r"\AtEndDocument"):
+        assert bad not in tex, bad  # not even as text: the next representation is shown
+    assert all(f"plain{n}" in tex for n in ("one", "two", "three", "five", "six"))
     assert r"\frac{a}{b} + x^2" in tex and "plainfour" not in tex  # real math stays math
-    assert len([w for w in warnings_of(warnings, "output") if "LaTeX output never carries" in w]) == 3
+    assert r"\PYGZbs{}openout1=x" in tex  # nothing else to show: the source, as verbatim text
+    assert len([w for w in warnings_of(warnings, "output") if "not on the list of math commands" in w]) == 6
+
+
+def test_the_math_allowlist_passes_math_and_nothing_else():
+    from livecells.render.safe_tex import unsafe_tex
+
+    sympy_like = [
+        r"\left[\begin{matrix}1 & 2\\3 & 4\end{matrix}\right]", r"\frac{d}{d x} \sin{\left(x \right)}",
+        r"\begin{cases} x & \text{for}\: x > 0 \\ 0 & \text{otherwise} \end{cases}",
+        r"\int\limits_{0}^{\infty} e^{- x^{2}}\, dx", r"\sqrt[3]{\alpha_{1}} \leq \mathbb{R}^{n}",
+        r"\operatorname{sign}{\left(x \right)}", r"\begin{align}a &= b \nonumber\end{align}",
+        r"\sum_{i=1}^{n} \hat{y}_i \cdot \mathbf{w}", r"\left\{ 1, \ 2\right\}", r"100\%\ \$5",
+    ]  # fmt: skip
+    for tex in sympy_like:
+        assert unsafe_tex(tex) is None, tex
+    refused = {
+        r"\href{javascript:alert(1)}{x}": r"\href", r"\style{color:red}{x}": r"\style",
+        r"\class{x}{y}": r"\class", r"\cssId{x}{y}": r"\cssId", r"\require{html}": r"\require",
+        r"\pdffiledump offset 0 length 9{f}": r"\pdffiledump", r"\filedump": r"\filedump",
+        r"\global\everypar{}": r"\global", r"\AtEndDocument{}": r"\AtEndDocument",
+        r"\begin{filecontents}{x}": r"\begin{filecontents}", r"\end": r"\end", r"\end {document}": r"\end{document}",
+        r"\url{x}": r"\url", r"\htmlData{a=b}{x}": r"\htmlData", r"\input x": r"\input", "^^5cinput": "^^",
+        r"\def\x{}": r"\def", r"\let\x\y": r"\let", r"\catcode`\@=11": r"\catcode", "#1": "#", "x % y": "%", "a $ b": "$",
+        r"\csname input\endcsname": r"\csname", r"\immediate\write18{x}": r"\immediate",
+        r"\openout1": r"\openout", r"\read1to\x": r"\read", r"\special{x}": r"\special",
+        r"\unicode{x}": r"\unicode", r"\color{red}x": r"\color", "x\\": "\\", r"\@x": r"\@",
+    }  # fmt: skip
+    for tex, first in refused.items():
+        assert unsafe_tex(tex) == first, tex
 
 
 def test_every_image_type_the_collector_keeps_is_shown(site):

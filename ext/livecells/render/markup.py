@@ -1,7 +1,7 @@
 """Rich outputs as docutils nodes: ``text/latex`` as math, ``text/markdown`` through myst-parser.
 
-Math from a cell never carries TeX that reads or writes files, runs commands or changes how TeX
-reads (:func:`checked_math`) into a ``.tex`` file.
+Math from a cell carries only math commands (an allowlist: :func:`checked_math`) into a
+``.tex`` file, or to MathJax when HTML from cells is off.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from docutils import nodes
 
+from livecells.render.safe_tex import unsafe_tex
+
 # Math in a text/latex output, as MathJax finds it in JupyterLab: display math, environments and
 # inline math; the text around it is text.
 _LATEX_MATH = re.compile(
@@ -21,24 +23,29 @@ _LATEX_MATH = re.compile(
 )
 
 
-# TeX that reads or writes files, runs commands, or changes how TeX reads what follows: math
-# from a cell never carries it into a .tex file (MathJax, in HTML, has no such primitives).
-_UNSAFE_TEX = re.compile(
-    r"\\(?:input|include|InputIfFileExists|IfFileExists|openin|openout|read|readline|write|"
-    r"immediate|newwrite|newread|special|catcode|lccode|uccode|def|edef|gdef|xdef|let|futurelet|"
-    r"csname|expandafter|noexpand|makeatletter|makeatother|usepackage|RequirePackage|"
-    r"documentclass|directlua|luaexec|pdfshellescape|ShellEscape|jobname|typeout|message|"
-    r"errmessage|endinput|end(?!\s*\{))(?![A-Za-z])|\^\^|\\[A-Za-z]*@"
-)
+class UnsafeMath(ValueError):
+    """Math from a cell that holds TeX outside the allowlist (:mod:`livecells.render.safe_tex`)."""
 
 
-def checked_math(box: nodes.Element, builder_format: str) -> nodes.Element:
-    """``box`` unchanged, unless it is for LaTeX and its math holds TeX that is not math."""
-    if builder_format == "latex":
-        for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
-            found = _UNSAFE_TEX.search(node.astext())
-            if found:
-                raise ValueError(f"its math holds {found.group(0)!r}, which LaTeX output never carries")
+#: Classes that keep MathJax (3 and 4: ``mathjax_*``; 2: ``tex2jax_*``) out of an output, and let
+#: it into the math that passed the check.
+MATHJAX_IGNORE = ["mathjax_ignore", "tex2jax_ignore"]
+MATHJAX_PROCESS = ["mathjax_process", "tex2jax_process"]
+
+
+def checked_math(box: nodes.Element, builder_format: str, allow_html: bool) -> nodes.Element:
+    """``box`` unchanged, unless its math goes where a cell cannot be trusted with TeX: into a
+    ``.tex`` file, or to MathJax when ``livecells_allow_html`` is off. There every command must
+    be on the allowlist (else :class:`UnsafeMath`), and in HTML the math is marked for MathJax
+    inside an output that is otherwise kept from it."""
+    if builder_format == "html" and allow_html:
+        return box
+    for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
+        found = unsafe_tex(node.astext())
+        if found is not None:
+            raise UnsafeMath(f"its math holds {found!r}, which is not on the list of math commands")
+        if builder_format == "html":
+            node["classes"] = [*node["classes"], *MATHJAX_PROCESS]
     return box
 
 

@@ -28,7 +28,7 @@ from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.read.directives import live_cell
 from livecells.render.ansi import ansi_to_html
-from livecells.render.markup import checked_math, latex_nodes, markdown_nodes, text_block
+from livecells.render.markup import UnsafeMath, checked_math, latex_nodes, markdown_nodes, text_block
 from livecells.store import Invalid, check_output, shown_output
 
 logger = logging.getLogger(__name__)
@@ -155,6 +155,7 @@ class Outputs:
         return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 
     def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
+        refused = ""  # math refused by the allowlist: shown as text when nothing else is
         for mime in _mime_order(self.format, self.config.allow_html):
             if mime not in data:
                 continue
@@ -165,6 +166,14 @@ class Outputs:
                 value = xml_text(value)
             try:
                 rendered = self._mime_node(mime, value)
+            except UnsafeMath as err:
+                logger.warning(
+                    f"a {mime} output is not shown as math: {err}; the next representation (or "
+                    "its source, as text) is shown instead",
+                    type=WARNING_TYPE, subtype="output", location=cell_location(cell),
+                )
+                refused = refused or str(value)
+                continue
             except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
@@ -174,7 +183,7 @@ class Outputs:
                 continue
             if rendered:
                 return rendered
-        return []
+        return [self.text(refused, ["livecells-result"])] if refused else []
 
     def _mime_node(self, mime: str, value: Any) -> list[nodes.Node]:
         """One representation as nodes for this builder ([] when it has nothing to show)."""
@@ -192,9 +201,10 @@ class Outputs:
             return [node] if node is not None else []
         if mime == "text/markdown":
             box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
-            return [checked_math(box, self.format)]
+            return [checked_math(box, self.format, self.config.allow_html)]
         if mime == "text/latex":
-            return [checked_math(_output_box(latex_nodes(str(value)), "livecells-latex"), self.format)]
+            box = _output_box(latex_nodes(str(value)), "livecells-latex")
+            return [checked_math(box, self.format, self.config.allow_html)]
         if mime == "application/json":
             if isinstance(value, str):
                 value = json.loads(value)
