@@ -304,6 +304,7 @@ BAD_VALUES = {
     "fork_kernels": ["no", None],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
+    "env_drop": [3, [1], [""], None, {"A": 1}],
 }
 
 
@@ -381,7 +382,7 @@ BAD_OVERRIDES = {
 def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used(tmp_path, rootdir):
     from livecells.config import CONFIG_FIELDS, LivecellsConfig
 
-    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends"}
+    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends", "env_drop"}
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text('extensions = ["livecells"]\n')
@@ -440,6 +441,22 @@ def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphi
     line = (src / "conf.py").read_text().splitlines().index("livecells_frameworks = Hostile(alpha={})") + 1
     assert f"conf.py:{line}: WARNING: livecells_frameworks: cannot be read (RuntimeError: boom)" in warnings
     assert (app.outdir / "index.html").exists()
+
+
+def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
+    from livecells.execute.forkserver import MARKER
+
+    monkeypatch.setenv("MY_SECRET", "s3")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_x")
+    code = (
+        'import os\nprint(sorted(n for n in ("MY_SECRET", "GITHUB_TOKEN") if n in os.environ),'
+        ' open(f"/proc/{os.getppid()}/cmdline").read().count("' + MARKER + '"))'
+    )
+    src = site(tmp_path, rootdir, {"page1.rst": cell(code)}, conf='\nlivecells_env_drop = ["my_*"]\n')
+    app, warnings = build_site(src, confoverrides={"livecells_execute": "force"})
+    assert "['GITHUB_TOKEN'] 1" in (app.outdir / "page1.html").read_text()  # forked, as configured
+    app, warnings = build_site(src, confoverrides={"livecells_execute": "force", "livecells_env_drop": ""})
+    assert "['GITHUB_TOKEN', 'MY_SECRET'] 1" in (app.outdir / "page1.html").read_text()  # -D: nothing dropped
 
 
 def test_an_unreachable_executor_is_reported_within_seconds():

@@ -20,6 +20,7 @@ from typing import Any
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
 
 logger = logging.getLogger(__name__)
@@ -152,13 +153,23 @@ def _optional_string(value: Any) -> str:
     return value
 
 
-def _patterns(value: Any) -> tuple[str, ...]:
-    """Glob patterns relative to the source dir: a list of strings (or one comma string)."""
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
-        raise ConfigError("must be a list of glob patterns (strings), relative to the source dir")
-    return tuple(p.strip() for p in value)
+def _strings(what: str) -> Callable[[Any], tuple[str, ...]]:
+    """A validator of a list of non-empty strings (or one comma string): ``what`` they are."""
+
+    def check(value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
+            raise ConfigError(f"must be a list of {what}")
+        return tuple(p.strip() for p in value)
+
+    return check
+
+
+#: Glob patterns relative to the source dir.
+_patterns = _strings("glob patterns (strings), relative to the source dir")
+#: Shell-style patterns of environment variable names.
+_names = _strings("patterns of environment variable names (strings)")
 
 
 def _bool(value: Any) -> bool:
@@ -245,6 +256,13 @@ class LivecellsConfig:
         ),
     )
 
+    env_drop: tuple[str, ...] = field(
+        default=DEFAULT_ENV_DROP,
+        metadata=_meta(
+            "patterns of environment variable names kept from the kernels (secrets)", _names, rebuild=""
+        ),
+    )
+
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
 
@@ -266,6 +284,8 @@ def _raw_default(name: str) -> Any:
         return DEFAULT_FRAMEWORKS
     if name == "depends":
         return []
+    if name == "env_drop":
+        return list(DEFAULT_ENV_DROP)
     f = CONFIG_FIELDS[name]
     return f.default
 

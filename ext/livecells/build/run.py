@@ -265,6 +265,7 @@ class Run:
             # Kernel logs help debugging; they stay out of the published site.
             log_path=str(log),
             run_id=self.state.run_id,
+            env_drop=self.config.env_drop,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
