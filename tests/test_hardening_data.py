@@ -320,6 +320,27 @@ def test_math_from_a_cell_never_carries_tex_primitives_into_latex(site):
     assert len([w for w in warnings_of(warnings, "output") if "not on the list of math commands" in w]) == 6
 
 
+@pytest.mark.parametrize("builder", ["html", "latex"])
+def test_links_in_a_cells_markdown_never_run_anything(site, builder):
+    """run: is a launch action in a PDF (LaTeX's hyperref), an app's scheme opens the app: such a
+    link is its text. markdown-it already keeps javascript:, file: and data: from being links."""
+    links = "[RUN](run:/usr/bin/xcalc) <run:/usr/bin/xterm> [JS](javascript:alert(1)) [FILE](file:///etc/passwd)"
+    links += " [APP](ms-settings:x) [WEB](https://example.org/a) [MAIL](mailto:a@example.org) [PAGE](other.html#x)"
+    sessions = good_sessions()
+    sessions["alpha"]["cells"][0]["outputs"] = [
+        {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": links, "text/plain": "p"}}
+    ]
+    write_store(site, "index", sessions)
+    app, _ = cache_build(site, builder)
+    out = next(Path(app.outdir).glob("*.tex" if builder == "latex" else "index.html")).read_text()
+    for text in ("RUN", "/usr/bin/xterm", "JS", "FILE", "APP", "WEB", "MAIL", "PAGE"):
+        assert text in out, text  # every link's text is shown
+    targets = re.findall(r'href="([^"]*)"' if builder == "html" else r"\\(?:sphinx)?href\{([^}]*)\}", out)
+    for kept in ("https://example.org/a", "mailto:a", "other.html"):  # a relative link stays one
+        assert any(t.startswith(kept) for t in targets), (kept, targets)
+    assert not [t for t in targets if t.split(":")[0] in {"run", "javascript", "file", "ms-settings"}], targets
+
+
 def test_the_math_allowlist_passes_math_and_nothing_else():
     from livecells.render.safe_tex import unsafe_tex
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from docutils import nodes
 
@@ -91,13 +92,17 @@ def _has_lexer(name: str) -> bool:
     return True
 
 
+#: URL schemes a link in a cell's Markdown may have ("": a relative link, or one in the page).
+LINK_SCHEMES = frozenset({"", "http", "https", "mailto", "ftp"})
+
+
 def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nodes.Node]:
     """A text/markdown output as formatted nodes, parsed by myst-parser (CommonMark, $math$).
 
     Headings become rubrics (an output is no section of the page), ids are dropped (they would
     clash with the page's), HTML in the Markdown stays HTML only where text/html would, and
-    images that a LaTeX build cannot include show their alt text. Without myst-parser the
-    Markdown is shown as text.
+    images that a LaTeX build cannot include show their alt text, links other than http(s),
+    mailto, ftp or relative ones their text. Without myst-parser the Markdown is shown as text.
     """
     try:
         from docutils.core import publish_doctree
@@ -109,6 +114,7 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
         parser=Parser(),
         settings_overrides={
             "myst_enable_extensions": ["dollarmath", "strikethrough"],  # as JupyterLab's GFM
+            "myst_all_links_external": True,  # a link is a URL (LINK_SCHEMES below), as in Jupyter
             "doctitle_xform": False,
             "report_level": 5,
             "halt_level": 5,
@@ -136,6 +142,10 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
             node["language"] = language if _has_lexer(language) else "none"
         elif isinstance(node, nodes.image) and builder_format == "latex":
             node.replace_self(nodes.Text(node.get("alt", "")))
+        elif isinstance(node, nodes.reference) and urlsplit(node.get("refuri", "")).scheme.lower() not in LINK_SCHEMES:
+            # A link that runs something where clicked (run:, a PDF's launch action; an app's
+            # own scheme): its text only. markdown-it already drops javascript:, file: and data:.
+            node.replace_self(nodes.inline("", "", *node.children))
     for section in list(document.findall(nodes.section)):
         title = section.next_node(nodes.title)
         replacement: list[nodes.Node] = []
