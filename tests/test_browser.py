@@ -281,7 +281,10 @@ def mathjax3() -> Path | None:
     return folder if folder is not None and (folder / "es5" / "tex-chtml.js").is_file() else None
 
 
-def test_cell_math_reaches_mathjax_only_through_the_allowlist(tmp_path, browser):
+def math_site(tmp_path: Path, conf: str, page: str) -> tuple[Path, Path, str]:
+    """A one-page copy of the browser root with ``conf`` added, built in a thread of its own
+    (Playwright's sync API runs an asyncio loop in this one), MathJax 3 beside it: its source,
+    its output folder and the warnings."""
     files = mathjax3()
     if files is None:
         pytest.skip("MathJax 3 is not installed (django-static-mathjax, in the test extra)")
@@ -289,43 +292,77 @@ def test_cell_math_reaches_mathjax_only_through_the_allowlist(tmp_path, browser)
     assert version.startswith("3."), version
     src = tmp_path / "src"
     shutil.copytree(Path(__file__).parent / "roots" / "test-browser", src)
-    with open(src / "conf.py", "a") as conf:
-        conf.write(MATH_CONF)
-    (src / "index.rst").write_text(MATH_PAGE)
+    with open(src / "conf.py", "a") as handle:
+        handle.write(conf)
+    (src / "index.rst").write_text(page)
     for other in src.glob("*.rst"):
         if other.name != "index.rst":
             other.unlink()
-    # In a thread of its own: Playwright's sync API runs an asyncio loop in this one.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         app, warnings = pool.submit(build_site, src, kernels=FakeKernels()).result()
-    refused = [line for line in warnings.splitlines() if "not shown as math" in line]
-    assert len(refused) == 2 and "'\\\\href'" in refused[0] and "'\\\\style'" in refused[1], warnings
-    shutil.copytree(files / "es5", Path(app.outdir) / "_static" / "mathjax")
+    shutil.copytree(files / "es5", Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
+    return src, Path(app.outdir), warnings
+
+
+@contextlib.contextmanager
+def typeset(browser: Any, outdir: Path) -> Iterator[Any]:
+    """The site's index page in a fresh context, once MathJax 3 has typeset it."""
     context = browser.new_context()
     context.set_default_timeout(20_000)
     try:
         page = context.new_page()
-        with serving(Path(app.outdir)) as url:
+        with serving(outdir) as url:
             page.goto(url + "index.html")
             page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
             page.evaluate("() => MathJax.startup.promise")
             assert page.evaluate("() => MathJax.version").startswith("3.")
-            cell = page.locator("div.livecells-cell")
-            # The allowed math is typeset (a fraction, a matrix), and so is the author's.
-            assert cell.locator("mjx-container").count() == 2
-            assert page.locator("p", has_text="own math, ").locator("mjx-container").count() == 1
-            # Refused math and math-like text stay text; nothing MathJax made is a link.
-            assert cell.locator("mjx-container a, mjx-container [href]").count() == 0
-            for link in cell.locator("a").all():  # MathJax's links, if any were made
-                link.click(force=True)
-            for name in ("CLICKHREF", "CLICKSTYLE", "CLICKMD", "CLICKPRINT", "CLICKLINK"):
-                for target in page.get_by_text(name).all():
-                    target.click(force=True)
-            page.mouse.click(5, 5)
-            page.mouse.click(400, 300)
-            assert page.evaluate("() => window.pwned === undefined"), page.evaluate("() => window.pwned")
-            assert "javascript:" not in page.evaluate(
-                "() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href).join(' ')"
-            )
+            yield page
     finally:
         context.close()
+
+
+def test_cell_math_reaches_mathjax_only_through_the_allowlist(tmp_path, browser):
+    _, outdir, warnings = math_site(tmp_path, MATH_CONF, MATH_PAGE)
+    refused = [line for line in warnings.splitlines() if "not shown as math" in line]
+    assert len(refused) == 2 and "'\\\\href'" in refused[0] and "'\\\\style'" in refused[1], warnings
+    with typeset(browser, outdir) as page:
+        cell = page.locator("div.livecells-cell")
+        # The allowed math is typeset (a fraction, a matrix), and so is the author's.
+        assert cell.locator("mjx-container").count() == 2
+        assert page.locator("p", has_text="own math, ").locator("mjx-container").count() == 1
+        # Refused math and math-like text stay text; nothing MathJax made is a link.
+        assert cell.locator("mjx-container a, mjx-container [href]").count() == 0
+        for link in cell.locator("a").all():  # MathJax's links, if any were made
+            link.click(force=True)
+        for name in ("CLICKHREF", "CLICKSTYLE", "CLICKMD", "CLICKPRINT", "CLICKLINK"):
+            for target in page.get_by_text(name).all():
+                target.click(force=True)
+        page.mouse.click(5, 5)
+        page.mouse.click(400, 300)
+        assert page.evaluate("() => window.pwned === undefined"), page.evaluate("() => window.pwned")
+        assert "javascript:" not in page.evaluate(
+            "() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href).join(' ')"
+        )
+
+
+def test_stored_text_around_outputs_is_no_math_even_with_html_from_cells_on(tmp_path, browser):
+    """A store is data: its device name, shown in the timing line, is never typeset (with HTML
+    from cells on, the outputs' own math is, as JupyterLab typesets it)."""
+    conf = '\nmathjax_path = "mathjax/tex-chtml.js"\n'
+    page = "Math\n====\n\n.. live-cell:: pytorch\n\n   from IPython.display import Latex\n   Latex(r'$\\frac{a}{b}$')\n"
+    src, outdir, _ = math_site(tmp_path, conf, page)
+    store = src / "_livecells" / "index.json"
+    data = json.loads(store.read_text())
+    device = r"\(\href{javascript:void(window.pwned='device')}{DEVICE}\)"
+    data["sessions"]["pytorch"]["provenance"]["device"] = device
+    store.write_text(json.dumps(data))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(build_site, src, confoverrides={"livecells_execute": "cache"}).result()
+    with typeset(browser, outdir) as page:
+        cell = page.locator("div.livecells-cell")
+        assert cell.locator("div.livecells-latex mjx-container").count() == 1
+        meta = cell.locator("p.livecells-meta")
+        assert "DEVICE" in meta.inner_text() and meta.locator("mjx-container").count() == 0
+        meta.click()
+        page.get_by_text("DEVICE").click(force=True)
+        assert page.evaluate("() => window.pwned === undefined"), page.evaluate("() => window.pwned")

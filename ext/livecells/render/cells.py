@@ -180,8 +180,9 @@ class RenderLiveCells(SphinxPostTransform):
         classes = ["livecells-cell", *cell.get("classes", [])]
         if framework:
             classes.append(f"livecells-{framework}")
-        if not self.config_.allow_html:
-            classes += MATHJAX_IGNORE  # a cell's text is no math, but for the math that passed
+        # What a cell shows is no math for MathJax (a stored device name, a note), but for the
+        # outputs and math nodes that checked_math marks.
+        classes += MATHJAX_IGNORE
         box = nodes.container(classes=classes)
         box.source, box.line = cell.source, cell.line
         box["ids"] = list(cell["ids"])

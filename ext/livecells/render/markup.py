@@ -35,11 +35,11 @@ MATHJAX_PROCESS = ["mathjax_process", "tex2jax_process"]
 
 
 def checked_math(box: nodes.Element, builder_format: str, allow_html: bool) -> nodes.Element:
-    """``box`` unchanged, unless its math goes where a cell cannot be trusted with TeX: into a
-    ``.tex`` file, or to MathJax when ``livecells_allow_html`` is off. There every command must
-    be on the allowlist (else :class:`UnsafeMath`), and in HTML the math is marked for MathJax
-    inside an output that is otherwise kept from it."""
+    """``box`` marked for MathJax (inside a cell that is kept from it): all of it, as JupyterLab
+    typesets an output, where HTML from cells is allowed; else only its math, and only if every
+    command is on the allowlist (else :class:`UnsafeMath`), as for a ``.tex`` file always."""
     if builder_format == "html" and allow_html:
+        box["classes"] = [*box["classes"], *MATHJAX_PROCESS]
         return box
     for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
         found = unsafe_tex(node.astext())

@@ -28,7 +28,14 @@ from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.read.directives import live_cell
 from livecells.render.ansi import ansi_to_html
-from livecells.render.markup import UnsafeMath, checked_math, latex_nodes, markdown_nodes, text_block
+from livecells.render.markup import (
+    MATHJAX_PROCESS,
+    UnsafeMath,
+    checked_math,
+    latex_nodes,
+    markdown_nodes,
+    text_block,
+)
 from livecells.store import Invalid, check_output, shown_output
 
 logger = logging.getLogger(__name__)
@@ -192,7 +199,8 @@ class Outputs:
                 raise TypeError("text/html is not a string")
             if not self.config.allow_html or self.format != "html":
                 return [self.text(value, ["livecells-result"])]
-            markup = f'<div class="output livecells-output livecells-html">\n{value}\n</div>\n'
+            process = " ".join(MATHJAX_PROCESS)  # its math is typeset, as in JupyterLab
+            markup = f'<div class="output livecells-output livecells-html {process}">\n{value}\n</div>\n'
             return [nodes.raw("", markup, format="html")]
         if mime in IMAGE_TYPES:
             if not isinstance(value, str):
