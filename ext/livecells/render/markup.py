@@ -44,7 +44,7 @@ def checked_math(box: nodes.Element, builder_format: str, allow_html: bool) -> n
     for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
         found = unsafe_tex(node.astext())
         if found is not None:
-            raise UnsafeMath(f"its math holds {found!r}, which is not on the list of math commands")
+            raise UnsafeMath(f"its math holds {found}")
         if builder_format == "html":
             node["classes"] = [*node["classes"], *MATHJAX_PROCESS]
     return box

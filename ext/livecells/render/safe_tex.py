@@ -70,25 +70,46 @@ ALLOWED_ENVIRONMENTS = frozenset(
 ALLOWED_SYMBOLS = frozenset(",;:!> \t\n\\{}|#$%&_")
 
 # A control word or symbol, "^^" (TeX's character-code notation), a raw "#" (a parameter), "%"
-# (a comment: it would hide the closing delimiter) or "$" (it leaves math mode).
-_TOKEN = re.compile(r"\\([A-Za-z]+)|\\(.)|\^\^|[#%$]|\\$", re.DOTALL)
+# (a comment: it would hide the closing delimiter), "$" (it leaves math mode), or a brace.
+_TOKEN = re.compile(r"\\([A-Za-z]+)|\\(.)|\^\^|[#%$]|\\$|([{}])", re.DOTALL)
 _ENVIRONMENT = re.compile(r"\s*\{([A-Za-z]+\*?)\}")
 
 
 def unsafe_tex(tex: str) -> str | None:
-    """The first thing in ``tex`` that is not allowed math (``\\href``, ``\\begin{filecontents}``,
-    ``^^``...), or None when all of it is."""
+    """Why ``tex`` is not allowed math: a command off the list (``\\href``), an environment off
+    it (``\\begin{filecontents}``), ``^^``, ``#``, ``%``, ``$``; or a group, environment or
+    ``\\left`` closed that it did not open, or left open (either would end or swallow the
+    page's own). None when it is allowed."""
+    opened: list[tuple[str, str]] = []  # (what opened, what closes it)
     for token in _TOKEN.finditer(tex):
-        word, symbol = token.group(1), token.group(2)
-        if word is None:
+        word, symbol, brace = token.group(1), token.group(2), token.group(3)
+        closing = ""
+        if brace == "{":
+            opened.append(("{", "}"))
+        elif brace == "}":
+            closing = "}"
+        elif word is None:
             if symbol is not None and symbol in ALLOWED_SYMBOLS:
                 continue
-            return token.group(0)
-        if word not in ALLOWED_COMMANDS:
-            return f"\\{word}"
-        if word in {"begin", "end"}:
+            return f"{token.group(0)!r}, which is not on the list of math commands"
+        elif word not in ALLOWED_COMMANDS:
+            return f"{chr(92) + word!r}, which is not on the list of math commands"
+        elif word in {"begin", "end"}:
             environment = _ENVIRONMENT.match(tex, token.end())
             if environment is None or environment.group(1).rstrip("*") not in ALLOWED_ENVIRONMENTS:
-                shown = environment.group(0).strip() if environment else ""
-                return f"\\{word}{shown}"
+                shown = chr(92) + word + (environment.group(0).strip() if environment else "")
+                return f"{shown!r}, which is not on the list of math environments"
+            name = environment.group(1)
+            if word == "begin":
+                opened.append((f"\\begin{{{name}}}", f"\\end{{{name}}}"))
+            else:
+                closing = f"\\end{{{name}}}"
+        elif word == "left":
+            opened.append(("\\left", "\\right"))
+        elif word == "right":
+            closing = "\\right"
+        if closing and (not opened or opened.pop()[1] != closing):
+            return f"{closing!r}, which closes nothing it opened"
+    if opened:
+        return f"{opened[-1][0]!r}, which it leaves open"
     return None
