@@ -24,6 +24,7 @@ lacks are attacked at the end of this file.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 from pathlib import Path
@@ -438,6 +439,7 @@ def test_convert_tree_copies_linked_folders_and_refuses_loops_and_broken_links(t
     (src / "chapter_perf" / "up").symlink_to("..")  # a loop inside the tree
     (src / "also-img").symlink_to("img")  # a second way to the same folder: copied too
     (src / "gone.svg").symlink_to("nowhere.svg")
+    os.mkfifo(src / "pipe")  # a copy would fail (or wait for a writer)
     said: list[str] = []
     results = convert_tree(src, tmp_path / "out", warn=said.append)
     out = tmp_path / "out"
@@ -451,6 +453,7 @@ def test_convert_tree_copies_linked_folders_and_refuses_loops_and_broken_links(t
         f"{src}/also-img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)",
         f"{src}/chapter_perf/up: a link to {src}, which holds this folder: not followed (it would loop)",
         f"{src}/gone.svg: a broken link: not copied",
+        f"{src}/pipe: not a file (a named pipe, a socket, a device): not copied",
         f"{src}/img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)",
     ])  # fmt: skip
     said.clear()

@@ -476,7 +476,8 @@ def convert_tree(
     (in-place conversion) or lie inside it (it is then not walked). Hidden folders are skipped.
     A linked folder (``img -> ../shared-img``) is copied as a folder, its files followed, unless
     following it would loop (it holds a folder it is reached from) or, in place, write outside
-    the tree: then ``warn`` (default: stderr) names it, as it names a broken link.
+    the tree: then ``warn`` (default: stderr) names it, as it names a broken link or a named
+    pipe (which would block the copy).
     """
     say = warn or (lambda message: print(f"livecells convert: {message}", file=sys.stderr))
     src, out = Path(src_dir).resolve(), Path(out_dir).resolve()
@@ -507,6 +508,9 @@ def convert_tree(
             target = out / rel
             if not path.exists():
                 say(f"{Path(src_dir) / rel}: a broken link: not copied")
+                continue
+            if not path.is_file():
+                say(f"{Path(src_dir) / rel}: not a file (a named pipe, a socket, a device): not copied")
                 continue
             if out == src and path.is_symlink():
                 if name.endswith(".rst"):
