@@ -24,7 +24,9 @@ lacks are attacked at the end of this file.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -424,6 +426,40 @@ def test_convert_tree_into_itself_and_below_itself(tmp_path: Path) -> None:
         DATA / "async-computation.expected.rst"
     )
     assert results[Path("converted/index.rst")].cells == 0
+
+
+def test_convert_tree_copies_linked_folders_and_refuses_loops_and_broken_links(tmp_path: Path) -> None:
+    make_book(tmp_path / "book")
+    src, shared = tmp_path / "book", tmp_path / "shared-img"
+    shutil.move(src / "img", shared)
+    (src / "img").symlink_to("../shared-img")  # d2l's layout: images shared between trees
+    (shared / "deeper").mkdir()
+    (shared / "deeper" / "chapter.rst").write_text(read(UNTABBED), encoding="utf-8")
+    (shared / "deeper" / "back").symlink_to("../../shared-img")  # a loop through the link
+    (src / "chapter_perf" / "up").symlink_to("..")  # a loop inside the tree
+    (src / "also-img").symlink_to("img")  # a second way to the same folder: copied too
+    (src / "gone.svg").symlink_to("nowhere.svg")
+    os.mkfifo(src / "pipe")  # a copy would fail (or wait for a writer)
+    said: list[str] = []
+    results = convert_tree(src, tmp_path / "out", warn=said.append)
+    out = tmp_path / "out"
+    for folder in ("img", "also-img"):
+        assert (out / folder / "asyncgraph.svg").read_bytes() == b"<svg/>\x00\xff"
+        assert not (out / folder).is_symlink()
+        assert cell_frameworks(read(out / folder / "deeper" / "chapter.rst")) == ["pytorch", "pytorch"]
+        assert not (out / folder / "deeper" / "back").exists()
+    assert Path("img/deeper/chapter.rst") in results and not (out / "chapter_perf" / "up").exists()
+    assert sorted(said) == sorted([
+        f"{src}/also-img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)",
+        f"{src}/chapter_perf/up: a link to {src}, which holds this folder: not followed (it would loop)",
+        f"{src}/gone.svg: a broken link: not copied",
+        f"{src}/pipe: not a file (a named pipe, a socket, a device): not copied",
+        f"{src}/img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)",
+    ])  # fmt: skip
+    said.clear()
+    convert_tree(src, src, warn=said.append)  # in place: nothing is written through a link
+    assert read(shared / "deeper" / "chapter.rst") == read(UNTABBED)
+    assert f"{src}/img: a link to {shared}: not converted in place (it lies outside the tree)" in said
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -386,6 +386,23 @@ def test_without_fork_kernels_a_worker_starts_a_fresh_kernel(cluster, tmp_path):
     assert int(record["fresh"].cells[0].outputs[0]["text"]) in client.run(os.getpid).values()
 
 
+def test_a_workers_secrets_reach_none_of_its_kernels(cluster, tmp_path):
+    local, client = cluster
+    client.run(lambda: os.environ.update(GITHUB_TOKEN="ghs_worker"))  # as a CI runner's worker has
+    try:
+        page = tmp_path / "secrets.rst"
+        page.write_text("secrets\n", encoding="utf-8")
+        code = 'import os\nprint(os.getppid(), "GITHUB_TOKEN" in os.environ, b"ghs_" in open("/proc/self/environ", "rb").read())'
+        for fork in (True, False):
+            record = _run(local.scheduler_address, [_job(page, code)], fork=fork)["secrets"]
+            ppid, in_environ, at_start = record.cells[0].outputs[0]["text"].split()
+            assert (in_environ, at_start) == ("False", "False"), fork
+            parents = {t for ts in worker_templates(client).values() for t in ts} if fork else client.run(os.getpid).values()
+            assert int(ppid) in parents, fork  # forked from a worker's template; or fresh
+    finally:
+        client.run(lambda: os.environ.pop("GITHUB_TOKEN", None))
+
+
 @pytest.mark.parametrize("processes", [True, False], ids=["worker-process", "worker-in-this-process"])
 def test_a_workers_templates_and_kernels_die_when_it_closes(tmp_path, processes):
     from distributed import Client, LocalCluster

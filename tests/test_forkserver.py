@@ -187,6 +187,43 @@ def test_plain_kernel_finds_modules_in_its_folder_and_watches_its_parent(shared:
     assert "Ctrl-C will not work" not in found["log"]
 
 
+# What of the build's secrets a cell can find: in os.environ, and in the environment its process
+# was started with (/proc/self/environ: a forked kernel's is its template's).
+SECRETS_SEEN = """\
+import json, os
+names = ("GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY", "TWINE_PASSWORD", "LIVECELLS_HARMLESS")
+start = open("/proc/self/environ", "rb").read().decode()
+print(json.dumps({"environ": [n for n in names if n in os.environ], "started": [n for n in names if n in start]}))
+"""
+SECRETS = {
+    "GITHUB_TOKEN": "ghs_0123456789", "AWS_SECRET_ACCESS_KEY": "k", "MY_API_KEY": "k", "TWINE_PASSWORD": "p",
+    "LIVECELLS_HARMLESS": "1",
+}  # fmt: skip
+
+
+def test_the_builds_secrets_reach_no_kernel_forked_or_fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+
+    async def seen(**kwargs: Any) -> tuple[dict[str, Any], bool]:
+        async with KernelSession(PLAIN, cwd=tmp_path, **kwargs) as kernel:
+            result = json.loads(stdout(await kernel.run_cell(SECRETS_SEEN, 30)))
+            return result, isinstance(kernel.km.provisioner.process, ForkedProcess)
+
+    with ForkServer() as server:
+        forked, was_forked = run(seen(manager_factory=server.manager))
+        assert was_forked and server.fallbacks == {}  # the template was started without them too
+    fresh, _ = run(seen())
+    for found in (forked, fresh):
+        assert found == {"environ": ["LIVECELLS_HARMLESS"], "started": ["LIVECELLS_HARMLESS"]}
+    # An author's own patterns replace the default ones: [] keeps everything.
+    with ForkServer(env_drop=["my_*"]) as server:
+        chosen, was_forked = run(seen(manager_factory=server.manager, env_drop=["my_*"]))
+    assert was_forked and chosen["environ"] == chosen["started"] == sorted(set(SECRETS) - {"MY_API_KEY"}, key=list(SECRETS).index)
+    everything, _ = run(seen(env_drop=[]))
+    assert everything["environ"] == list(SECRETS)
+
+
 def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
     server = ForkServer()
 

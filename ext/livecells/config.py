@@ -9,9 +9,10 @@ falls back to the default, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
 
 logger = logging.getLogger(__name__)
@@ -151,13 +153,23 @@ def _optional_string(value: Any) -> str:
     return value
 
 
-def _patterns(value: Any) -> tuple[str, ...]:
-    """Glob patterns relative to the source dir: a list of strings (or one comma string)."""
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
-        raise ConfigError("must be a list of glob patterns (strings), relative to the source dir")
-    return tuple(p.strip() for p in value)
+def _strings(what: str) -> Callable[[Any], tuple[str, ...]]:
+    """A validator of a list of non-empty strings (or one comma string): ``what`` they are."""
+
+    def check(value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
+            raise ConfigError(f"must be a list of {what}")
+        return tuple(p.strip() for p in value)
+
+    return check
+
+
+#: Glob patterns relative to the source dir.
+_patterns = _strings("glob patterns (strings), relative to the source dir")
+#: Shell-style patterns of environment variable names.
+_names = _strings("patterns of environment variable names (strings)")
 
 
 def _bool(value: Any) -> bool:
@@ -244,6 +256,13 @@ class LivecellsConfig:
         ),
     )
 
+    env_drop: tuple[str, ...] = field(
+        default=DEFAULT_ENV_DROP,
+        metadata=_meta(
+            "patterns of environment variable names kept from the kernels (secrets)", _names, rebuild=""
+        ),
+    )
+
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
 
@@ -265,19 +284,27 @@ def _raw_default(name: str) -> Any:
         return DEFAULT_FRAMEWORKS
     if name == "depends":
         return []
+    if name == "env_drop":
+        return list(DEFAULT_ENV_DROP)
     f = CONFIG_FIELDS[name]
     return f.default
+
+
+def _default_of_config(name: str, config: Any) -> Any:
+    return _raw_default(name)
 
 
 def setup_config(app: Sphinx) -> None:
     """Register every field as a ``livecells_<name>`` config value."""
     for name, f in CONFIG_FIELDS.items():
         # Any: the validators check every value, and say where in conf.py it was set (Sphinx's
-        # own type check would warn a second time, without a location). ``-D`` values are still
-        # converted by the type of the default.
+        # own type check would warn a second time, without a location). The default is given as
+        # a function of the config so that Sphinx leaves a ``-D`` string as it is (it converts by
+        # the default's type, and refuses "1.5" for an int, any word but 0/1 for a bool, a dict):
+        # :func:`from_command_line` reads it.
         app.add_config_value(
             f"livecells_{name}",
-            _raw_default(name),
+            functools.partial(_default_of_config, name),
             f.metadata["rebuild"],
             types=Any,
             description=f.metadata["help"],
@@ -289,12 +316,17 @@ def read_config(
     values: Mapping[str, Any],
     warn: Callable[[str], None],
     where: Callable[[str, str], None] | None = None,
+    given: Collection[str] = (),
 ) -> LivecellsConfig:
     """Validate raw values (without the prefix); a bad one is reported and replaced by its default.
 
     ``where(message, name)``, when given, reports instead of ``warn``, knowing the value's name
-    (so that the warning can point at its line in conf.py).
+    (so that the warning can point at its line in conf.py). ``given``: the names set with ``-D``,
+    which their messages say.
     """
+
+    def named(name: str) -> str:
+        return f"livecells_{name}" + (" (given with -D)" if name in given else "")
 
     def say(message: str, name: str) -> None:
         if where is not None:
@@ -311,24 +343,27 @@ def read_config(
         except ConfigError as err:
             shown = repr(values[name])
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            say(f"livecells_{name} = {shown}: {err}; using the default", name)
+            say(f"{named(name)} = {shown}: {err}; using the default", name)
         except Exception as err:  # noqa: BLE001 - a value whose own methods fail (a bad mapping)
-            say(f"livecells_{name}: cannot be read ({type(err).__name__}: {err}); using the default", name)
+            say(f"{named(name)}: cannot be read ({type(err).__name__}: {err}); using the default", name)
     config = LivecellsConfig(**kwargs)
     if config.latex_framework and config.latex_framework != "all" and (
         config.latex_framework not in config.frameworks
     ):
         say(
-            f"livecells_latex_framework = {config.latex_framework!r}: not a framework in "
+            f"{named('latex_framework')} = {config.latex_framework!r}: not a framework in "
             f"livecells_frameworks ({', '.join(config.frameworks)}); using the first",
             "latex_framework",
         )
+        config = dataclasses.replace(config, latex_framework="")
     return config
 
 
 def conf_location(confdir: str | Path | None, name: str) -> str | None:
-    """``conf.py:LINE`` of the line that sets config value ``name`` (``conf.py`` alone when no
-    line does, e.g. a ``-D`` override; None without a conf.py)."""
+    """``conf.py:LINE`` of the line that sets config value ``name``; None when no line does (a
+    default, a ``-D`` override, a value set indirectly) or there is no conf.py. Never a bare path:
+    Sphinx would take it for a document name (``conf.py.rst``, or a crash before the environment
+    exists)."""
     if not confdir:
         return None
     path = Path(confdir) / "conf.py"
@@ -338,20 +373,63 @@ def conf_location(confdir: str | Path | None, name: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     found = [number for number, line in enumerate(lines, 1) if setting.match(line)]
-    return f"{path}:{found[-1]}" if found else str(path)  # the last assignment wins
+    return f"{path}:{found[-1]}" if found else None  # the last assignment wins
+
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def from_command_line(name: str, raw: str) -> Any:
+    """The value ``-D livecells_<name>=RAW`` stands for: words for booleans, numbers for numbers;
+    anything else stays the string, for the validator to accept or refuse (Sphinx's own
+    conversion raises on a bad boolean before any extension can catch it)."""
+    default = CONFIG_FIELDS[name].default
+    if isinstance(default, bool):
+        word = raw.strip().lower()
+        return True if word in TRUE_WORDS else False if word in FALSE_WORDS else raw
+    if isinstance(default, (int, float)):
+        for number in (int, float):
+            try:
+                return number(raw)
+            except ValueError:
+                pass
+    return raw
+
+
+def origin(app: Sphinx, name: str) -> tuple[str | None, str]:
+    """Where config value ``livecells_<name>`` was set, for a warning about it: its conf.py line
+    as the location, or no location and " (given with -D)" to add to the message."""
+    key = f"livecells_{name}"
+    overrides = getattr(app.config, "overrides", {})
+    if key in overrides or any(k.startswith(key + ".") for k in overrides):
+        return None, " (given with -D)"
+    return conf_location(app.confdir, key), ""
 
 
 def _validate_on_init(app: Sphinx, config: Any) -> None:
-    values = {name: getattr(config, f"livecells_{name}") for name in CONFIG_FIELDS}
+    overrides = getattr(config, "overrides", {})
+    given = {
+        name: from_command_line(name, overrides[f"livecells_{name}"])
+        for name in CONFIG_FIELDS
+        if isinstance(overrides.get(f"livecells_{name}"), str)
+    }
+    # Read before Sphinx converts them: its conversion of a -D value raises, or warns unlocated.
+    values = {name: given[name] if name in given else getattr(config, f"livecells_{name}") for name in CONFIG_FIELDS}
+    refused: set[str] = set()
 
     def warn(message: str) -> None:
         logger.warning(message, type=WARNING_TYPE, subtype="config")
 
     def where(message: str, name: str) -> None:
-        location = conf_location(app.confdir, f"livecells_{name}")
+        refused.add(name)
+        location, _ = origin(app, name)
         logger.warning(message, type=WARNING_TYPE, subtype="config", location=location)
 
-    app.livecells_config = read_config(values, warn, where)  # type: ignore[attr-defined]
+    app.livecells_config = read_config(values, warn, where, given)  # type: ignore[attr-defined]
+    # What Sphinx keeps (pickles, and compares at the next build) is what is used.
+    for name in set(given) | refused:
+        setattr(config, f"livecells_{name}", _raw_default(name) if name in refused else given[name])
 
 
 def app_of(env: Any) -> Sphinx:

@@ -52,7 +52,9 @@ class Processes:
         if self.fork_server is None:
             from livecells.execute.forkserver import ForkServer
 
-            self.fork_server = ForkServer(warn=lambda message: logger.info(f"livecells: {message}"))
+            self.fork_server = ForkServer(
+                warn=lambda message: logger.info(f"livecells: {message}"), env_drop=config.env_drop
+            )
             # Ctrl-C ends a build without build-finished: close the templates on the way out too.
             atexit.register(self.close)
         return self.fork_server

@@ -23,7 +23,7 @@ from sphinx.util import logging
 from livecells.build.problems import report_session, report_unshown
 from livecells.build.processes import Processes, sigterm_as_interrupt
 from livecells.build.progress import Progress
-from livecells.config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
+from livecells.config import WARNING_TYPE, LivecellsConfig, get_config, origin
 from livecells.execute.devices import GPU, detect_gpus
 from livecells.model.plans import PagePlan, SessionPlan
 from livecells.model.records import (
@@ -86,12 +86,9 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     hashes = file_hashes(app.env)
     if state.book_depends is None:
         state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
+        location, note = origin(app, "depends")
         for pattern in state.book_depends[1]:
-            warn(
-                f"livecells_depends: {pattern!r} matches no file",
-                "depends",
-                conf_location(app.confdir, "livecells_depends"),
-            )
+            warn(f"livecells_depends{note}: {pattern!r} matches no file", "depends", location)
     book = state.book_depends[0] if config.depends else ""
     settings = RunSettings(config.timeout, config.output_limit, config.frameworks)
     return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
@@ -270,10 +267,11 @@ class Run:
         first = session.cells[0].location() if session.cells else session.docname
         if decision.failed and decision.reason not in self.framework_problems:
             self.framework_problems.add(decision.reason)
+            location, note = origin(self.app, "frameworks")
             warn(
-                f"livecells_frameworks[{session.framework!r}]: {decision.reason}; its cells are not run",
+                f"livecells_frameworks[{session.framework!r}]{note}: {decision.reason}; its cells are not run",
                 "config",
-                conf_location(self.app.confdir, "livecells_frameworks"),
+                location,
             )
         for subtype, message in decision.warnings:
             warn(message, subtype, first)
@@ -294,6 +292,7 @@ class Run:
             # Kernel logs help debugging; they stay out of the published site.
             log_path=str(log),
             run_id=self.state.run_id,
+            env_drop=self.config.env_drop,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:

@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -467,23 +468,54 @@ def convert_tree(
     out_dir: str | os.PathLike[str],
     *,
     default_framework: str = "pytorch",
+    warn: Callable[[str], None] | None = None,
 ) -> dict[Path, ConvertResult]:
     """Convert every ``.rst`` under ``src_dir`` into ``out_dir``, copying other files as is.
 
     Returns the result per converted file (relative path). ``out_dir`` may be ``src_dir``
     (in-place conversion) or lie inside it (it is then not walked). Hidden folders are skipped.
+    A linked folder (``img -> ../shared-img``) is copied as a folder, its files followed, unless
+    following it would loop (it holds a folder it is reached from) or, in place, write outside
+    the tree: then ``warn`` (default: stderr) names it, as it names a broken link or a named
+    pipe (which would block the copy).
     """
+    say = warn or (lambda message: print(f"livecells convert: {message}", file=sys.stderr))
     src, out = Path(src_dir).resolve(), Path(out_dir).resolve()
     results: dict[Path, ConvertResult] = {}
-    for root, dirs, files in os.walk(src):
+    for root, dirs, files in os.walk(src, followlinks=True):
         here = Path(root)
-        dirs[:] = sorted(
-            d for d in dirs if not d.startswith(".") and ((here / d) != out or out == src)
-        )
+        # The real folders this one is reached through: a link to any of them is a loop.
+        through = {p.resolve() for p in [here, *here.parents] if p.is_relative_to(src)}
+        kept = []
+        for name in sorted(d for d in dirs if not d.startswith(".")):
+            path = here / name
+            real = path.resolve()
+            if out != src and real.is_relative_to(out):
+                continue  # the output folder (or a link into it) is not input
+            if path.is_symlink():
+                shown = Path(src_dir) / path.relative_to(src)
+                if any(p.is_relative_to(real) for p in through):
+                    say(f"{shown}: a link to {real}, which holds this folder: not followed (it would loop)")
+                    continue
+                if out == src:
+                    say(f"{shown}: a link to {real}: not converted in place (it lies outside the tree)")
+                    continue
+            kept.append(name)
+        dirs[:] = kept
         for name in sorted(files):
             path = here / name
             rel = path.relative_to(src)
             target = out / rel
+            if not path.exists():
+                say(f"{Path(src_dir) / rel}: a broken link: not copied")
+                continue
+            if not path.is_file():
+                say(f"{Path(src_dir) / rel}: not a file (a named pipe, a socket, a device): not copied")
+                continue
+            if out == src and path.is_symlink():
+                if name.endswith(".rst"):
+                    say(f"{Path(src_dir) / rel}: a link to {path.resolve()}: not converted in place")
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             if name.endswith(".rst"):
                 try:

@@ -48,6 +48,7 @@ from livecells.execute import template as program
 from livecells.execute.environment import kernel_python
 from livecells.execute.kernel import KERNEL_ARGUMENTS
 from livecells.execute.reaper import SESSION_VARIABLE, process_table
+from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 
 if TYPE_CHECKING:
     from livecells.model.frameworks import FrameworkSpec
@@ -373,8 +374,11 @@ class ForkServer:
         enabled: bool | None = None,
         per_session_env: Sequence[str] = (),
         kernel_arguments: Sequence[str] | None = KERNEL_ARGUMENTS,
+        env_drop: Sequence[str] = DEFAULT_ENV_DROP,
     ) -> None:
         self.startup_timeout = startup_timeout
+        #: Variables the templates (and so their kernels) never get: as a session's, see KernelSession.
+        self.env_drop = tuple(env_drop)
         self.kernel_arguments = None if kernel_arguments is None else tuple(kernel_arguments)
         self.warn = warn or logging.getLogger(__name__).warning
         self.enabled = sys.platform.startswith("linux") if enabled is None else enabled
@@ -425,7 +429,7 @@ class ForkServer:
             if self._workdir is None:  # mode 0700; AF_UNIX paths must stay short
                 base = None if len(tempfile.gettempdir()) < 60 else "/tmp"
                 self._workdir = tempfile.mkdtemp(prefix="livecells-fork-", dir=base)
-            env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+            env = kept_environ(os.environ, (*self.env_drop, "PYTEST_CURRENT_TEST"))
             env.update({k: string.Template(v).safe_substitute(env) for k, v in key[2]})
             try:
                 template = Template(key[0], key[1], self._workdir, env, self.kernel_arguments)

@@ -44,6 +44,7 @@ from livecells.execute.reaper import (
     process_table,
     reap,
 )
+from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.records import CellRecord
 
@@ -134,6 +135,7 @@ class KernelSession:
         extra_env: Mapping[str, str] | None = None,
         manager_factory: Callable[[FrameworkSpec], AsyncKernelManager] | None = None,
         guard: Guard | None = None,
+        env_drop: Sequence[str] = DEFAULT_ENV_DROP,
     ) -> None:
         self.framework = framework
         self.cwd = str(cwd)
@@ -142,6 +144,8 @@ class KernelSession:
         self.output_limit = output_limit
         self.startup_timeout = startup_timeout
         self.extra_env = dict(extra_env or {})
+        #: Patterns of the build's variables that the kernel does not get (livecells_env_drop).
+        self.env_drop = tuple(env_drop)
         #: Makes the kernel manager (e.g. ``ForkServer.manager``); default: a plain AsyncKernelManager.
         self.manager_factory = manager_factory
         #: Kills the kernel's process tree if the build dies before :meth:`shutdown` runs.
@@ -176,7 +180,7 @@ class KernelSession:
         await self.shutdown()
 
     def _environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = kept_environ(os.environ, self.env_drop)
         env.update(self.extra_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in self.devices)
         env[SESSION_VARIABLE] = self.token

@@ -23,6 +23,7 @@ from jupyter_client.kernelspec import NoSuchKernel
 from livecells import __version__
 from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
 from livecells.execute.kernel import KernelSession
+from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import SessionPlan
 from livecells.model.records import CellRecord, Provenance, SessionRecord
@@ -45,6 +46,7 @@ class SessionJob:
     output_limit: int
     log_path: str | None = None
     run_id: str = ""  # the build's: every record says which build made it
+    env_drop: tuple[str, ...] = DEFAULT_ENV_DROP  # names of variables kept from the kernel
 
     @property
     def weight(self) -> int:
@@ -191,6 +193,7 @@ async def start_session(
         devices=lease.cuda_visible_devices,
         log_path=job.log_path,
         output_limit=job.output_limit,
+        env_drop=job.env_drop,
     )
     try:
         await kernel.start()

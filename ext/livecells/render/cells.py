@@ -28,6 +28,7 @@ from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
 from livecells.read.collect import plans
 from livecells.read.directives import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
 from livecells.render.results import format_seconds, groups_by_page, matched_results, page_records
@@ -179,6 +180,9 @@ class RenderLiveCells(SphinxPostTransform):
         classes = ["livecells-cell", *cell.get("classes", [])]
         if framework:
             classes.append(f"livecells-{framework}")
+        # What a cell shows is no math for MathJax (a stored device name, a note), but for the
+        # outputs and math nodes that checked_math marks.
+        classes += MATHJAX_IGNORE
         box = nodes.container(classes=classes)
         box.source, box.line = cell.source, cell.line
         box["ids"] = list(cell["ids"])

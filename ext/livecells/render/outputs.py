@@ -12,22 +12,30 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from docutils import nodes
 from sphinx.util import logging
-from sphinx.util.osutil import relative_uri
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
 from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
 from livecells.model.records import CellRecord
 from livecells.model.streams import shown_outputs
-from livecells.model.text import css_name, one_line, strip_ansi
+from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.read.directives import live_cell
 from livecells.render.ansi import ansi_to_html
-from livecells.render.markup import checked_math, latex_nodes, markdown_nodes, text_block
+from livecells.render.markup import (
+    MATHJAX_PROCESS,
+    UnsafeMath,
+    checked_math,
+    latex_nodes,
+    markdown_nodes,
+    text_block,
+)
 from livecells.store import Invalid, check_output, shown_output
 
 logger = logging.getLogger(__name__)
@@ -154,14 +162,25 @@ class Outputs:
         return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 
     def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
+        refused = ""  # math refused by the allowlist: shown as text when nothing else is
         for mime in _mime_order(self.format, self.config.allow_html):
             if mime not in data:
                 continue
             value = data[mime]
             if isinstance(value, list) and mime != "application/json":
                 value = "".join(str(v) for v in value)
+            if isinstance(value, str):  # text that no page (HTML, XHTML, LaTeX) can hold goes
+                value = xml_text(value)
             try:
                 rendered = self._mime_node(mime, value)
+            except UnsafeMath as err:
+                logger.warning(
+                    f"a {mime} output is not shown as math: {err}; the next representation (or "
+                    "its source, as text) is shown instead",
+                    type=WARNING_TYPE, subtype="output", location=cell_location(cell),
+                )
+                refused = refused or str(value)
+                continue
             except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
@@ -171,7 +190,7 @@ class Outputs:
                 continue
             if rendered:
                 return rendered
-        return []
+        return [self.text(refused, ["livecells-result"])] if refused else []
 
     def _mime_node(self, mime: str, value: Any) -> list[nodes.Node]:
         """One representation as nodes for this builder ([] when it has nothing to show)."""
@@ -180,7 +199,8 @@ class Outputs:
                 raise TypeError("text/html is not a string")
             if not self.config.allow_html or self.format != "html":
                 return [self.text(value, ["livecells-result"])]
-            markup = f'<div class="output livecells-output livecells-html">\n{value}\n</div>\n'
+            process = " ".join(MATHJAX_PROCESS)  # its math is typeset, as in JupyterLab
+            markup = f'<div class="output livecells-output livecells-html {process}">\n{value}\n</div>\n'
             return [nodes.raw("", markup, format="html")]
         if mime in IMAGE_TYPES:
             if not isinstance(value, str):
@@ -189,9 +209,10 @@ class Outputs:
             return [node] if node is not None else []
         if mime == "text/markdown":
             box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
-            return [checked_math(box, self.format)]
+            return [checked_math(box, self.format, self.config.allow_html)]
         if mime == "text/latex":
-            return [checked_math(_output_box(latex_nodes(str(value)), "livecells-latex"), self.format)]
+            box = _output_box(latex_nodes(str(value)), "livecells-latex")
+            return [checked_math(box, self.format, self.config.allow_html)]
         if mime == "application/json":
             if isinstance(value, str):
                 value = json.loads(value)
@@ -215,16 +236,24 @@ class Outputs:
         else:
             imagedir = getattr(builder, "imagedir", "_images")
             target = Path(builder.outdir) / imagedir / name
-            try:
-                base = builder.get_target_uri(self.docname)
-            except Exception:
-                base = self.docname
-            uri = relative_uri(base, f"{imagedir}/{name}")
+            uri = page_url(builder, self.docname, f"{imagedir}/{name}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             target.write_bytes(raw)
         image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
         return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
+
+
+def page_url(builder: Any, docname: str, target: str) -> str:
+    """The URL of ``target`` (a path under the output folder) from the HTML page of ``docname``,
+    quoted: pages and folders named with "#", "%", "?", spaces or non-ASCII link right. From
+    where the page is written, not from ``get_target_uri`` (quoted by html, not by dirhtml)."""
+    page = builder.config.root_doc if builder.name == "singlehtml" else docname
+    try:
+        folder = Path(builder.get_outfilename(page)).parent.relative_to(builder.outdir).as_posix()
+    except (AttributeError, ValueError):
+        folder = posixpath.dirname(page) or "."
+    return quote(posixpath.relpath(target, folder))
 
 
 def cell_location(cell: live_cell) -> str:

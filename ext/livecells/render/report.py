@@ -27,6 +27,7 @@ from sphinx.util.nodes import make_refnode
 from livecells.config import app_of, get_config
 from livecells.model.records import outcome_of
 from livecells.model.text import one_line
+from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.results import format_seconds
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
@@ -196,7 +197,8 @@ class RenderLiveReport(SphinxPostTransform):
     ) -> nodes.table:
         headers = ["Page", "Framework", "Status", "Cells", "Run time", "Device", "Ran", "From"]
         widths = [22, 10, 10, 5, 9, 12, 22, 10]  # in characters, for the text builder
-        table = nodes.table(classes=["livecells-report"])
+        # Stored text (a device's name, a reason) is no math for MathJax.
+        table = nodes.table(classes=["livecells-report", *MATHJAX_IGNORE])
         group = nodes.tgroup(cols=len(headers))
         table += group
         for width in widths:
