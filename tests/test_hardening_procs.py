@@ -372,7 +372,8 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
 
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
-    from livecells.execute.dask import ExecutorProblem, check_executor
+    from livecells.execute.dask.cluster import check_executor
+    from livecells.execute.executors import ExecutorProblem
 
     started = time.monotonic()
     with pytest.raises(ExecutorProblem, match="cannot be reached .Connection refused"):
