@@ -239,3 +239,13 @@ def test_no_module_imports_both_sphinx_and_jupyter_client():
         if roots & set(SPHINX) and "jupyter_client" in roots:
             wrong.append(str(path.relative_to(PACKAGE)))
     assert not wrong, wrong
+
+
+def test_the_extension_and_the_executor_registry_load_no_jupyter_client():
+    """Builds that run no cell never import jupyter_client: the registry names executors by string."""
+    code = (
+        "import sys, livecells, livecells.build.events, livecells.execute.executors\n"
+        "sys.exit('jupyter_client' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(PACKAGE.parent)})
+    assert result.returncode == 0
