@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sphinx.application import Sphinx
+from sphinx.config import is_serializable
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
@@ -74,7 +75,7 @@ def executor_of(app: Sphinx) -> Executor:
         value = get_config(app).executor
         try:
             state.executor = executor_for(value)
-            if not isinstance(value, (str, type)) and not callable(value):
+            if is_serializable(value):  # what Sphinx pickles with its environment
                 _check_picklable(value)
         except ExecutorProblem as err:
             shown = repr(value)
@@ -89,10 +90,11 @@ def executor_of(app: Sphinx) -> Executor:
     return state.executor
 
 
-def _check_picklable(executor: Any) -> None:
-    """Sphinx pickles its configuration with the environment: an executor object must pickle."""
+def _check_picklable(value: Any) -> None:
+    """Sphinx pickles the configuration with its environment (all but classes, functions and
+    modules): an executor object must pickle."""
     try:
-        pickle.dumps(executor)
+        pickle.dumps(value)
     except Exception as err:  # PicklingError, TypeError, AttributeError: whatever pickle raises
         raise ExecutorProblem(
             f"an executor object must be picklable, as Sphinx keeps the configuration ({err}); "
