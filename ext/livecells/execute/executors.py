@@ -6,11 +6,11 @@ starts and before any page is read (can sessions run, and with how many GPUs eac
 build's sessions). ``runs_locally`` says whether its sessions are kernels on the build's own
 machine, which the build then prepares (a fork server's templates start while Sphinx reads).
 
-:func:`executor_for` turns the config value into an executor: ``"local"``, an address whose scheme
-names the executor in :data:`SCHEMES`, a function that returns a Dask client, or an executor
-object (or class) itself. A new executor is a module (or a package under ``execute/``) with a class taking the
-address, and one line in :data:`SCHEMES`. Nothing here imports an executor's module until it is
-chosen, nor jupyter_client.
+:func:`executor_for` turns the config value into an executor: ``"local"``, an address whose
+scheme names the executor in :data:`SCHEMES`, a function that returns a Dask client, or an
+executor object (or class) itself. A new executor is a module (or a package under ``execute/``)
+with a class taking the address, and one line in :data:`SCHEMES`. Nothing here imports an
+executor's module until it is chosen, nor jupyter_client.
 """
 
 from __future__ import annotations
@@ -143,4 +143,6 @@ def executor_for(value: Any) -> Executor:
         return _load(SCHEMES[scheme])(value.strip())
     if callable(value):
         return _load(FACTORY)(value)
-    raise ExecutorProblem(f"{type(value).__name__} is not an executor")
+    raise ExecutorProblem(
+        f"a {type(value).__name__} is not an executor (one has runs_locally, check and scheduler)"
+    )
