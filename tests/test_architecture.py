@@ -174,9 +174,9 @@ def test_the_sphinx_free_stages_never_import_sphinx_even_indirectly():
 @pytest.mark.parametrize(
     "names",
     [
-        ["livecells.execute.scheduler", "livecells.execute.dask", "livecells.model.records"],
+        ["livecells.execute.scheduler", "livecells.execute.executors", "livecells.execute.dask.scheduler", "livecells.model.records"],
         ["livecells.store", "livecells.plan.decide", "livecells.plan.keys"],
-        ["livecells.cli.main", "livecells.cli.convert", "livecells.cli.convert_md", "livecells.execute.dask_worker"],
+        ["livecells.cli.main", "livecells.cli.convert", "livecells.cli.convert_md", "livecells.execute.dask.worker"],
     ],
 )
 def test_what_a_dask_worker_loads_does_not_load_sphinx(names):
@@ -206,3 +206,46 @@ def test_kernel_side_programs_import_only_the_standard_library(relative):
     module = "livecells." + relative[:-3].replace("/", ".")
     loaded = {target.split(".")[0] for _, target, _ in imports(path, module, on_import=True, as_main=True)}
     assert loaded <= set(sys.stdlib_module_names) | {"__future__"}, loaded - set(sys.stdlib_module_names)
+
+
+#: The executors' implementations: packages under ``execute/`` that the registry names by string.
+EXECUTOR_PACKAGES = ("livecells.execute.dask",)
+
+
+def test_only_an_executor_knows_its_own_implementation():
+    """The build and the config ask the executor (``execute/executors.py``) what to do; none of
+    their modules imports an executor's package or compares ``livecells_executor`` with a name."""
+    wrong = []
+    for module, path in modules().items():
+        if module.startswith(EXECUTOR_PACKAGES):
+            continue
+        for line, target, names in imports(path, module):
+            named = [target] + [f"{target}.{name}" for name in names]
+            if any(n == p or n.startswith(p + ".") for n in named for p in EXECUTOR_PACKAGES):
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line}: imports {target}")
+        if part_of(module) in {"build", "config"}:
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Compare) and any(
+                    isinstance(c, ast.Constant) and c.value == "local" for c in [node.left, *node.comparators]
+                ):
+                    wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: compares with 'local'")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_both_sphinx_and_jupyter_client():
+    wrong = []
+    for module, path in modules().items():
+        roots = {target.split(".")[0] for _, target, _ in imports(path, module)}
+        if roots & set(SPHINX) and "jupyter_client" in roots:
+            wrong.append(str(path.relative_to(PACKAGE)))
+    assert not wrong, wrong
+
+
+def test_the_extension_and_the_executor_registry_load_no_jupyter_client():
+    """Builds that run no cell never import jupyter_client: the registry names executors by string."""
+    code = (
+        "import sys, livecells, livecells.build.events, livecells.execute.executors\n"
+        "sys.exit('jupyter_client' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(PACKAGE.parent)})
+    assert result.returncode == 0

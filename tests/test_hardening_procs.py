@@ -461,7 +461,8 @@ def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, root
 
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
-    from livecells.execute.dask import ExecutorProblem, check_executor
+    from livecells.execute.dask.cluster import check_executor
+    from livecells.execute.executors import ExecutorProblem
 
     started = time.monotonic()
     with pytest.raises(ExecutorProblem, match="cannot be reached .Connection refused"):

@@ -447,8 +447,7 @@ def test_the_pages_show_the_store_file_as_the_build_read_it(built, fake):
         path.write_text(json.dumps(another))
 
     with no_unshown_log_records():
-        app = SphinxTestApp("html", srcdir=site, freshenv=True, confoverrides={"livecells_fork_kernels": False})
-    app.livecells_scheduler_factory = fake
+        app = SphinxTestApp("html", srcdir=site, freshenv=True, confoverrides={"livecells_executor": fake})
     app.connect("write-started", replace)
     try:
         app.build()

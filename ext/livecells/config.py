@@ -135,16 +135,15 @@ def _string(value: Any) -> str:
     return value
 
 
-def _executor(value: Any) -> str | Callable[[], Any]:
-    """``"local"``, a Dask scheduler address, or a function that returns a ``distributed.Client``."""
-    if callable(value):
+def _executor(value: Any) -> Any:
+    """``"local"``, an address (its scheme names the executor), an executor object, or a function
+    that returns a cluster's client; which executor it names is the build's to find out."""
+    if (isinstance(value, str) and value) or callable(value) or callable(getattr(value, "scheduler", None)):
         return value
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            "must be 'local', a Dask scheduler address ('tcp://host:8786') or a function "
-            "returning a distributed.Client"
-        )
-    return value
+    raise ConfigError(
+        "must be 'local', an executor's address ('tcp://host:8786'), an executor object, or a "
+        "function returning a client"
+    )
 
 
 def _optional_string(value: Any) -> str:
@@ -228,10 +227,11 @@ class LivecellsConfig:
         default=True,
         metadata=_meta("render text/html outputs as HTML", _bool, rebuild="html"),
     )
-    executor: str | Callable[[], Any] = field(
+    executor: Any = field(
         default="local",
         metadata=_meta(
-            "'local', a Dask scheduler address, or a function returning a distributed.Client",
+            "'local', an executor's address ('tcp://host:8786'), an executor object, or a function "
+            "returning a client",
             _executor,
             rebuild="",
         ),

@@ -10,12 +10,15 @@ and its problems become warnings located at the cell. What happened to every ses
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sphinx.application import Sphinx
+from sphinx.config import is_serializable
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
@@ -25,6 +28,7 @@ from livecells.build.processes import Processes, sigterm_as_interrupt
 from livecells.build.progress import Progress
 from livecells.config import WARNING_TYPE, LivecellsConfig, get_config, origin
 from livecells.execute.devices import GPU, detect_gpus
+from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
 from livecells.model.plans import PagePlan, SessionPlan
 from livecells.model.records import (
     OUTCOME_ATTRIBUTE,
@@ -51,8 +55,9 @@ class BuildState:
 
     run_id: str = field(default_factory=lambda: os.urandom(16).hex())
     processes: Processes = field(default_factory=Processes)
-    #: The Dask cluster sessions run on (livecells_executor), checked when the build starts.
-    cluster: Any = None
+    #: Where sessions run (livecells_executor), and what it said when the build started.
+    executor: Executor | None = None
+    capacity: Capacity | None = None
     #: The digest of the files livecells_depends matches, and its patterns that matched none.
     book_depends: tuple[str, list[str]] | None = None
 
@@ -61,6 +66,38 @@ def build_state(app: Sphinx) -> BuildState:
     if not hasattr(app, "livecells_state"):
         app.livecells_state = BuildState()  # type: ignore[attr-defined]
     return app.livecells_state  # type: ignore[attr-defined,no-any-return]
+
+
+def executor_of(app: Sphinx) -> Executor:
+    """The executor ``livecells_executor`` names, found once per build; one it does not name (an
+    unknown scheme) is a config warning at its line, and sessions run locally."""
+    state = build_state(app)
+    if state.executor is None:
+        value = get_config(app).executor
+        try:
+            state.executor = executor_for(value)
+            if is_serializable(value):  # what Sphinx pickles with its environment
+                _check_picklable(value)
+        except ExecutorProblem as err:
+            shown = repr(value)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            location, given = origin(app, "executor")
+            warn(f"livecells_executor = {shown}: {err}; using the default{given}", "config", location)
+            state.executor = executor_for("local")
+            app.config.livecells_executor = "local"  # else Sphinx cannot pickle its environment
+    return state.executor
+
+
+def _check_picklable(value: Any) -> None:
+    """Sphinx pickles the configuration with its environment (all but classes, functions and
+    modules): an executor object must pickle."""
+    try:
+        pickle.dumps(value)
+    except Exception as err:  # PicklingError, TypeError, AttributeError: whatever pickle raises
+        raise ExecutorProblem(
+            f"an executor object must be picklable, as Sphinx keeps the configuration ({err}); "
+            "give its class, or define the class in a module that conf.py imports"
+        ) from None
 
 
 def store_of(app: Sphinx) -> OutputStore:
@@ -157,15 +194,16 @@ class Run:
     # -- devices and environments ---------------------------------------------------------------
 
     def devices(self, sessions: list[SessionPlan]) -> tuple[list[GPU], Mode]:
-        config, cluster = self.config, self.state.cluster
-        if cluster is not None:
-            # Sessions run on the cluster's workers: what counts is the GPUs one worker declares.
+        config, capacity = self.config, self.state.capacity
+        elsewhere = capacity.gpus_per_session if capacity is not None else None
+        if elsewhere is not None:
+            # Sessions run on the executor's machines: what counts is the GPUs one session gets.
             gpus: list[GPU] = []
-            slots = 0 if config.device == "cpu" else cluster.gpus_per_worker
+            slots = 0 if config.device == "cpu" else elsewhere
         else:
             gpus = [] if config.device == "cpu" else detect_gpus()
             slots = len(gpus)
-        if sessions and config.execute in {"auto", "force"} and cluster is None:
+        if sessions and config.execute in {"auto", "force"} and elsewhere is None:
             if gpus:
                 names = ", ".join(sorted({g.name for g in gpus}))
                 logger.info(f"livecells: {len(gpus)} GPU(s) found: {names}")
@@ -296,22 +334,19 @@ class Run:
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
-        # The seam for tests and for programs that drive Sphinx: ``app.livecells_scheduler_factory``
-        # (called like make_scheduler) replaces the scheduler; the build around it is unchanged.
-        factory = getattr(self.app, "livecells_scheduler_factory", None) or make_scheduler
-        processes = self.state.processes
-        return factory(  # type: ignore[no-any-return]
-            self.config, gpus, processes.fork_server_for(self.config), processes.guard_for(self.config)
+        """The executor's scheduler for this build's sessions."""
+        config, processes = self.config, self.state.processes
+        resources = Resources(
+            gpus=tuple(gpus),
+            jobs=config.jobs if isinstance(config.jobs, int) else None,
+            fork=config.fork_kernels,
+            fork_server=functools.partial(processes.fork_server, config.env_drop),
+            guard=processes.guard,
         )
+        return executor_of(self.app).scheduler(resources)
 
     def execute(self, gpus: list[GPU], jobs: list[SessionJob]) -> None:
         from livecells.execute.scheduler import run_async
-
-        cluster_errors: tuple[type[Exception], ...] = ()
-        if self.config.executor != "local":
-            from livecells.execute.dask import ExecutorProblem
-
-            cluster_errors = (ExecutorProblem,)
 
         scheduler = self.scheduler(gpus)
         progress = Progress(len(jobs), self.app.verbosity)
@@ -326,7 +361,7 @@ class Run:
         try:
             with sigterm_as_interrupt():
                 run_async(lambda: scheduler.run(jobs, on_done, on_start))
-        except cluster_errors as err:  # the execute stage raises its own errors, never Sphinx's
+        except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
             raise ExtensionError(f"livecells: {err}") from None
         finally:
             progress.end()
@@ -355,14 +390,3 @@ class Run:
         self.outcome.ran += 1
         self.outcome.failed += record.status == "failed"
 
-
-def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: Any = None, guard: Any = None) -> Scheduler:
-    """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
-    if config.executor != "local":
-        from livecells.execute.dask import DaskScheduler
-
-        return DaskScheduler(config.executor, jobs=config.jobs, fork=config.fork_kernels)
-    from livecells.execute.scheduler import LocalScheduler
-
-    jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
-    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server, guard=guard)

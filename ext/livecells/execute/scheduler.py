@@ -183,6 +183,31 @@ def _not_run(reason: str) -> CellRecord:
     return CellRecord(status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []})
 
 
+def not_run_results(job: SessionJob, reason: str, first: CellRecord | None = None) -> dict[int, CellRecord]:
+    """Every cell of the session not run for ``reason``; its first cell ``first``, if given."""
+    results = {cell.index: _not_run(reason) for cell in job.plan.cells}
+    if first is not None and job.plan.cells:
+        results[job.plan.cells[0].index] = first
+    return results
+
+
+def failed_record(job: SessionJob, message: str, duration: float = 0.0) -> SessionRecord:
+    """The record of a session that could not run at all (status ``failed``), on no device."""
+    record = session_record(job, Lease(()), not_run_results(job, message), {}, message, duration)
+    record.provenance = replace(record.provenance, device="", host="", device_kind="")
+    return record
+
+
+def lost_record(job: SessionJob, why: str, duration: float, host: str = "") -> SessionRecord:
+    """A session whose process died under it, outside the kernel (an executor's worker):
+    reported like a dying kernel, at its first cell; ``host``: where it was lost."""
+    died = CellRecord(status="died", error={"ename": "DeadKernelError", "evalue": why, "traceback": []})
+    results = not_run_results(job, "not run: the worker running the session died", died)
+    record = session_record(job, Lease(()), results, {}, None, duration)
+    record.provenance = replace(record.provenance, device="", device_kind="", host=host)
+    return record
+
+
 async def start_session(
     job: SessionJob, lease: Lease, session_factory: Callable[..., KernelSession] = KernelSession
 ) -> KernelSession:
