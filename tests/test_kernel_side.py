@@ -579,3 +579,9 @@ def test_a_fork_that_fails_is_answered_and_leaves_sigterm_deliverable(tmp_path: 
     launch = {"op": "launch", "cwd": str(tmp_path), "env": {}, "module": "m", "args": []}
     assert _ask(json.dumps(launch).encode() + b"\n") == {"error": "BlockingIOError: [Errno 11] Resource temporarily unavailable"}
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGTERM not in before
+
+
+def test_the_template_leaves_preload_output_where_the_hook_looks() -> None:
+    from livecells.execute import template
+
+    assert template.PRELOAD_OUTPUT == hook.PRELOAD_OUTPUT
