@@ -789,7 +789,7 @@ def test_a_preload_that_uses_the_shell_at_import_shows_what_a_fresh_kernel_shows
     assert ("display_data", ["image/png", "text/plain"]) in oracle[1]
     assert any("import-time warning" in str(shown) for shown in oracle[0])
     assert len(notes) == 1 and "'livecells_test_shell_preload'" in notes[0]
-    assert "matplotlib_inline.backend_inline, which it imports, calls IPython's get_ipython()" in notes[0]
+    assert "matplotlib_inline.backend_inline, which it imports, asks for IPython's shell" in notes[0]
 
 
 def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) -> None:
@@ -805,16 +805,19 @@ def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) ->
     (tmp_path / "lc_book" / "__init__.py").write_text("")
     (tmp_path / "lc_book" / "torch.py").write_text("import lc_heavy\ndef f():\n    import lc_culprit\nf()\n")
     (tmp_path / "lc_plain.py").write_text("import lc_heavy\n")
+    (tmp_path / "lc_shows.py").write_text("from IPython.display import display\ndisplay('shown at import')\n")
     script = (
         "import json, sys, IPython\nfrom livecells.execute import template\n"
         "print(json.dumps([template.shareable(['lc_book.torch']), template.shareable(['lc_plain']),"
-        " 'lc_heavy' in sys.modules]))\n"
+        " 'lc_heavy' in sys.modules, template.shareable(['lc_shows'])]))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
-    (book_roots, book_left), (plain_roots, plain_left), imported_here = json.loads(out.stdout)
+    (book_roots, book_left), (plain_roots, plain_left), imported_here, shows = json.loads(out.stdout)
     assert book_roots == ["lc_book", "lc_heavy", "lc_late"]  # lc_heavy.part comes with its package
     assert book_left == {
-        "lc_book.torch": "lc_culprit, which it imports, calls IPython's get_ipython() as it is imported"
+        "lc_book.torch": "lc_culprit, which it imports, asks for IPython's shell (get_ipython()) as it is imported"
     }
     assert (plain_roots, plain_left, imported_here) == (["lc_plain"], {}, False)
+    # display() at import: a display_data in a kernel's first cell, printed text in a template.
+    assert shows == [[], {"lc_shows": "lc_shows asks for IPython's shell (get_ipython()) as it is imported"}]

@@ -11,7 +11,7 @@ every launch passes after ``-f CONNECTION_FILE``) it also pre-initialises the ke
 shell (:mod:`.preinit`).
 
 A preload is shared only where that changes nothing a cell can see (:func:`shareable`): what it
-imports that uses IPython's shell as it is imported (``matplotlib_inline``'s backend registers
+imports that asks for IPython's shell as it is imported (``matplotlib_inline``'s backend registers
 the inline figure hook, ``tqdm.autonotebook`` picks its notebook bar), and what imports that, is
 left to each kernel, which imports the preload once its shell exists (``hook.install``). What the
 shared imports print is shown with the kernel's first cell, as a fresh kernel's first import.
@@ -180,6 +180,9 @@ def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
         try:
             os.close(read)
             reaper.die_with_parent(signal.SIGKILL)
+            null = os.open(os.devnull, os.O_WRONLY)  # the template's own imports print it all
+            os.dup2(null, 1)
+            os.dup2(null, 2)
             found = probe_imports(preload)
             os.write(write, json.dumps(found).encode())
             code = 0
@@ -190,7 +193,7 @@ def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
         data = pipe.read()
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
-        raise RuntimeError("the probe of the preloads' imports failed (see the template's log)")
+        raise RuntimeError(f"the probe of the preloads' imports failed (exit status {status})")
     found = json.loads(data)
     if found["error"]:
         raise ImportError(f"in the probe: {found['error']}")
@@ -198,11 +201,11 @@ def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def probe_imports(preload: list[str]) -> dict[str, Any]:
-    """Import ``preload`` here, recording each new module's importer and which modules call
-    IPython's ``get_ipython`` while they are being imported (they and their importers: unsafe)."""
+    """Import ``preload`` here, recording each new module's importer and which modules ask for
+    IPython's shell while they are being imported (they and their importers: unsafe)."""
     before = set(sys.modules)
     parent: dict[str, str | None] = {}
-    unsafe: dict[str, str] = {}  # module -> the module whose body calls get_ipython()
+    unsafe: dict[str, str] = {}  # module -> the module whose body asks for the shell
 
     def importing(frame: Any) -> list[str]:
         """The new modules whose bodies run on this stack, innermost first."""
@@ -222,17 +225,22 @@ def probe_imports(preload: list[str]) -> dict[str, Any]:
             return None
 
     def traced(original: Any) -> Any:
-        def get_ipython() -> Any:
+        def asks_for_the_shell(*args: Any, **kwargs: Any) -> Any:
             outer = importing(sys._getframe(1))
             for name in outer:
                 unsafe.setdefault(name, outer[0])  # the module that calls it
-            return original()
+            return original(*args, **kwargs)
 
-        return get_ipython
+        return asks_for_the_shell
 
-    getters = [m for m in ("IPython", "IPython.core.getipython") if hasattr(sys.modules.get(m), "get_ipython")]
-    for module in getters:
-        setattr(sys.modules[module], "get_ipython", traced(sys.modules[module].get_ipython))
+    # How code finds IPython's shell: get_ipython(), or the shell class's singleton methods
+    # (IPython.display.display asks InteractiveShell.initialized()).
+    for module in ("IPython", "IPython.core.getipython"):
+        if hasattr(sys.modules.get(module), "get_ipython"):
+            setattr(sys.modules[module], "get_ipython", traced(sys.modules[module].get_ipython))
+    shell = getattr(sys.modules.get("IPython.core.interactiveshell"), "InteractiveShell", None)
+    for method in ("initialized", "instance") if shell is not None else ():
+        setattr(shell, method, traced(getattr(shell, method)))
     sys.meta_path.insert(0, Tracer)  # type: ignore[arg-type]
     error = None
     try:
@@ -258,8 +266,8 @@ def shared_roots(
         if clean(name) and (parent.get(name) is None or not clean(parent[name]) or parent[name] not in order)
     ]
     left = {
-        name: f"{unsafe[name]}{'' if unsafe[name] == name else ', which it imports,'} calls "
-        "IPython's get_ipython() as it is imported"
+        name: f"{unsafe[name]}{'' if unsafe[name] == name else ', which it imports,'} asks for "
+        "IPython's shell (get_ipython()) as it is imported"
         for name in preload if name in unsafe
     }
     return roots, left
