@@ -424,17 +424,22 @@ def _shape(outputs: list[dict]) -> list[tuple]:
 
 
 @pytest.mark.parametrize(
-    "chapter", ["chapter_preliminaries/probability", "chapter_linear-regression/linear-regression-scratch"]
+    ("chapter", "framework"),
+    [
+        ("chapter_preliminaries/probability", "pytorch"),
+        ("chapter_linear-regression/linear-regression-scratch", "pytorch"),
+        ("chapter_linear-regression/linear-regression-scratch", "mxnet"),
+    ],
 )
-def test_the_recommended_conf_shows_what_jupyter_shows(book, chapter):
-    """The migration guide's conf (d2l.torch preloaded, kernels forked) against Jupyter: the
-    page's PyTorch notebook (livecells' outputs) run again by nbclient in a fresh kernel. Figures
+def test_the_recommended_conf_shows_what_jupyter_shows(book, chapter, framework):
+    """The migration guide's conf (d2l.torch, d2l.mxnet preloaded, kernels forked) against
+    Jupyter: the page's notebook (livecells' outputs) run again by nbclient in a fresh kernel. Figures
     drawn without plt.show() (d2l.plot, the ProgressBoard's) and %matplotlib inline need the
     inline backend's hooks in the kernel's own shell."""
     import nbformat
     from nbclient import NotebookClient
 
-    ours = nbformat.read(Path(book["html"]) / "_downloads" / "livecells" / f"{chapter}.pytorch.ipynb", 4)
+    ours = nbformat.read(Path(book["html"]) / "_downloads" / "livecells" / f"{chapter}.{framework}.ipynb", 4)
     theirs = nbformat.from_dict(json.loads(json.dumps(ours)))
     for cell in theirs.cells:
         if cell.cell_type == "code":

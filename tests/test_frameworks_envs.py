@@ -4,7 +4,8 @@ tests/envs/make.sh under ``$LIVECELLS_ENVS`` (default ``~/.cache/livecells-envs`
 
 Each framework's page is built with the migration guide's conf (its kernel, ``preload`` the
 framework and ``d2l.<framework>``, forked kernels) and compared cell by cell with nbclient
-running the same cells in a fresh kernel of the same environment. Marked ``frameworks_extra``:
+running the same cells in a fresh kernel of the same environment; so is d2l-en's
+linear-regression-scratch chapter (training), converted for each tab. Marked ``frameworks_extra``:
 ``make test-frameworks`` runs them; ``make test`` does not (making an environment takes
 minutes). Where an environment cannot be made, the tests skip and say why.
 """
@@ -164,3 +165,61 @@ def test_the_session_is_timed_synced_and_named(built: dict[str, Any]) -> None:
     # The framework's environment variable reached the kernel (nothing else set it here).
     last = sorted(record["cells"], key=lambda c: c["index"])[-1]
     assert last["outputs"][0]["text"] == spec["env"][1] + "\n"
+
+
+D2L_MD = Path(__file__).parent / "data" / "d2l-md"
+TRAINING = "chapter_linear-regression/linear-regression-scratch"
+
+
+def _shape(outputs: list[dict[str, Any]]) -> list[Any]:
+    """What a cell shows, but for numbers and pictures that differ from run to run (random
+    initial weights, losses): each output's kind, its stream or formats, its error."""
+    return [
+        (o["output_type"], o.get("name") or o.get("ename") or sorted(o.get("data", {})))
+        for o in shown_outputs(outputs)
+    ]
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_a_training_chapter_shows_what_jupyter_shows(framework: str, tmp_path: Path) -> None:
+    """d2l-en's linear-regression-scratch (Markdown, converted for this one tab), built with the
+    migration guide's conf in the framework's environment, against nbclient running the page's
+    notebook again in a fresh kernel: training with d2l's Trainer and ProgressBoard (a figure
+    redrawn with clear_output), every cell the same kinds of output."""
+    from livecells.cli.convert_md import convert_markdown
+
+    environment = kernel_environment(framework)
+    kernel = f"d2l-{framework}"
+    src = tmp_path / "src"
+    page = src / f"{TRAINING}.md"
+    page.parent.mkdir(parents=True)
+    source = D2L_MD / f"{TRAINING}.md"
+    page.write_text(convert_markdown(source.read_text(), tabs=[framework], source=str(source)).text)
+    (src / "conf.py").write_text(
+        'extensions = ["myst_parser", "livecells"]\nmyst_enable_extensions = ["dollarmath"]\n'
+        f"livecells_frameworks = {{{framework!r}: {{'kernel': {kernel!r}, "
+        f"'preload': [{framework!r}, 'd2l.{framework}']}}}}\n"
+        "livecells_timeout = 600\nsuppress_warnings = ['ref', 'myst']\n"
+    )
+    (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\n{TRAINING}\n```\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(environment / "share" / "jupyter"))
+        app, _ = build_site(src)
+        ours = nbformat.read(Path(app.outdir) / "_downloads" / "livecells" / f"{TRAINING}.{framework}.ipynb", 4)
+        theirs = nbformat.from_dict(json.loads(json.dumps(ours)))
+        for cell in theirs.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+        NotebookClient(
+            theirs, kernel_name=kernel, timeout=600, allow_errors=True,
+            resources={"metadata": {"path": str(page.parent)}},
+        ).execute(env=env)
+    pairs = [(a, b) for a, b in zip(ours.cells, theirs.cells) if a.cell_type == "code"]
+    differ = [
+        f"{a.source[:60]!r}:\n  livecells: {_shape(a.outputs)}\n  jupyter:   {_shape(b.outputs)}"
+        for a, b in pairs if _shape(a.outputs) != _shape(b.outputs)
+    ]
+    assert len(pairs) >= 8 and not differ, "\n".join(differ)
+    errors = [o for a, _ in pairs for o in a.outputs if o["output_type"] == "error"]
+    assert not errors and any(o["output_type"] == "display_data" for a, _ in pairs for o in a.outputs)
