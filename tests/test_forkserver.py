@@ -821,3 +821,34 @@ def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) ->
     assert (plain_roots, plain_left, imported_here) == (["lc_plain"], {}, False)
     # display() at import: a display_data in a kernel's first cell, printed text in a template.
     assert shows == [[], {"lc_shows": "lc_shows asks for IPython's shell (get_ipython()) as it is imported"}]
+
+
+def test_the_build_says_at_conf_py_which_preload_each_kernel_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from io import StringIO
+
+    from helpers import build_site
+
+    modules, src = tmp_path / "modules", tmp_path / "src"
+    modules.mkdir()
+    src.mkdir()
+    (modules / "lc_asks.py").write_text("from IPython import get_ipython\nSHELL = get_ipython() is not None\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]))
+    (src / "conf.py").write_text(
+        'extensions = ["livecells"]\n\n'
+        'livecells_frameworks = {"alpha": {"preload": ["lc_asks"], "gpu_used": "False"}}\n'
+    )
+    (src / "index.rst").write_text("T\n=\n\n.. live-cell:: alpha\n\n   import lc_asks\n   print(lc_asks.SHELL)\n")
+    status = StringIO()
+    app, warnings = build_site(src, status=status)
+    assert not warnings
+    said = [line for line in status.getvalue().splitlines() if "lc_asks" in line]
+    assert len(said) == 1, said  # once, at the line that names the frameworks
+    assert said[0].startswith(f"{src / 'conf.py'}:3: livecells: preload 'lc_asks' (")
+    assert said[0].endswith(
+        ") is imported by each kernel, not shared by forking: lc_asks asks for IPython's shell "
+        "(get_ipython()) as it is imported; the modules it imports that do not are shared"
+    )
+    # The module saw the kernel's shell, as in a cell.
+    assert "True" in (Path(app.outdir) / "index.html").read_text()

@@ -151,7 +151,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
-    server = build_state(app).processes.fork_server_for(config)
+    server = build_state(app).processes.fork_server_for(config, app.confdir)
     for name in config.framework_names():
         if name in wanted and server is not None:
             server.prepare(config.frameworks[name])

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from sphinx.util import logging
 
+from livecells.config import conf_location
+
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
     from livecells.config import LivecellsConfig
     from livecells.execute.forkserver import ForkServer
@@ -45,14 +47,19 @@ class Processes:
             atexit.register(self.close)
         return self.guard
 
-    def fork_server_for(self, config: LivecellsConfig) -> ForkServer | None:
-        """The fork server (local execution with livecells_fork_kernels), made on first use."""
+    def fork_server_for(self, config: LivecellsConfig, confdir: str | None = None) -> ForkServer | None:
+        """The fork server (local execution with livecells_fork_kernels), made on first use; its
+        notes on preloads point at the line of ``confdir``'s conf.py that names them."""
         if not config.fork_kernels or config.executor != "local":
             return None
         if self.fork_server is None:
             from livecells.execute.forkserver import ForkServer
 
-            self.fork_server = ForkServer(warn=lambda message: logger.info(f"livecells: {message}"))
+            where = conf_location(confdir, "livecells_frameworks")
+            self.fork_server = ForkServer(
+                warn=lambda message: logger.info(f"livecells: {message}"),
+                note=lambda message: logger.info(f"livecells: {message}", location=where),
+            )
             # Ctrl-C ends a build without build-finished: close the templates on the way out too.
             atexit.register(self.close)
         return self.fork_server

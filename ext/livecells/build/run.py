@@ -275,7 +275,8 @@ class Run:
         factory = getattr(self.app, "livecells_scheduler_factory", None) or make_scheduler
         processes = self.state.processes
         return factory(  # type: ignore[no-any-return]
-            self.config, gpus, processes.fork_server_for(self.config), processes.guard_for(self.config)
+            self.config, gpus, processes.fork_server_for(self.config, self.app.confdir),
+            processes.guard_for(self.config),
         )
 
     def execute(self, gpus: list[GPU], jobs: list[SessionJob]) -> None:

@@ -332,6 +332,7 @@ class ForkServer:
         *,
         startup_timeout: float = 120.0,
         warn: Callable[[str], None] | None = None,
+        note: Callable[[str], None] | None = None,
         enabled: bool | None = None,
         per_session_env: Sequence[str] = (),
         kernel_arguments: Sequence[str] | None = KERNEL_ARGUMENTS,
@@ -339,6 +340,8 @@ class ForkServer:
         self.startup_timeout = startup_timeout
         self.kernel_arguments = None if kernel_arguments is None else tuple(kernel_arguments)
         self.warn = warn or logging.getLogger(__name__).warning
+        #: Says which preloads each kernel imports itself, and why (default: ``warn``).
+        self.note = note or self.warn
         self.enabled = sys.platform.startswith("linux") if enabled is None else enabled
         self.per_session_env = frozenset(PER_SESSION_ENV) | frozenset(per_session_env)
         self.templates: dict[Key, Template] = {}
@@ -409,7 +412,7 @@ class ForkServer:
         if template.left and key not in self.left_said:
             self.left_said.add(key)
             for name, why in template.left.items():
-                self.warn(
+                self.note(
                     f"preload {name!r} ({key[0]}) is imported by each kernel, not shared by forking: "
                     f"{why}; the modules it imports that do not are shared"
                 )
