@@ -256,13 +256,16 @@ def import_printing(preload: Iterable[str]) -> list[list[str]]:
         return write
 
     for name, stream in streams.items():
-        stream.write = writer(name)
+        try:  # ipykernel's OutStream takes it; a stream that does not is left as it is
+            stream.write = writer(name)
+        except (AttributeError, TypeError):
+            pass
     try:
         for module in preload:
             importlib.import_module(module)
     finally:
         for stream in streams.values():
-            stream.__dict__.pop("write", None)
+            getattr(stream, "__dict__", {}).pop("write", None)
         for (fd, file), name in zip(files.items(), ("stdout", "stderr")):
             os.dup2(saved[fd], fd)
             os.close(saved[fd])
