@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,8 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
         with ThreadPoolExecutor(1) as pool:
             jupyter = pool.submit(run_nbclient, kernel, spec["cells"], tmp_path_factory.mktemp("nb"), env)
-            app, warnings = build_site(src)
+            status = StringIO()
+            app, warnings = build_site(src, status=status)
             expected = jupyter.result()
     finally:
         if saved is None:
@@ -154,6 +156,7 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     return {
         "framework": framework, "spec": spec, "record": record, "jupyter": expected,
         "warnings": warnings, "page": built_page(Path(app.outdir) / "index.html"),
+        "status": status.getvalue(),
     }
 
 
@@ -172,6 +175,9 @@ def test_every_cell_shows_what_jupyter_shows(built: dict[str, Any]) -> None:
 def test_the_session_is_timed_synced_and_named(built: dict[str, Any]) -> None:
     record, spec = built["record"], built["spec"]
     assert record["status"] == "ok" and "WARNING" not in built["warnings"]
+    # Forked from the framework's template (its env is the template's too), d2l left to the kernel.
+    assert "start normally" not in built["status"], built["status"]
+    assert f"preload 'd2l.{built['framework']}'" in built["status"]
     assert all(c["status"] == "ok" and not c.get("sync_error") for c in record["cells"])
     assert record["provenance"]["device_kind"] == "cpu"
     shown = built["page"].get_text(" ")
