@@ -295,7 +295,8 @@ def test_a_preload_that_prints_at_import_still_forks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A banner printed at import (Python and C level) goes to the template's log, not into
-    its ready line (where it made the template fail); the kernels fork, no cell shows it."""
+    its ready line (where it made the template fail); the kernels fork, and each shows it in
+    its first cell (as a fresh kernel that imported it there), and only there."""
     (tmp_path / "livecells_test_banner.py").write_text(
         "import os\nprint('hello from the banner')\nos.write(1, b'C-level banner\\n')\n"
     )
@@ -305,13 +306,14 @@ def test_a_preload_that_prints_at_import_still_forks(
     async def session() -> tuple[Any, Any]:
         assert await server.ready(banner)
         async with KernelSession(banner, cwd=tmp_path, manager_factory=server.manager) as k:
-            return k.km.provisioner.process, await k.run_cell("print(3)", 30)
+            return k.km.provisioner.process, [await k.run_cell("print(3)", 30), await k.run_cell("print(4)", 30)]
 
     with ForkServer() as server:
         process, result = run(session())
         assert server.fallbacks == {}
         log = Path(next(iter(server.templates.values())).log_path).read_text()
-    assert isinstance(process, ForkedProcess) and stdout(result) == "3\n"
+    assert isinstance(process, ForkedProcess)
+    assert [stdout(r) for r in result] == ["hello from the banner\nC-level banner\n3\n", "4\n"]
     assert "hello from the banner" in log and "C-level banner" in log
 
 
@@ -831,3 +833,129 @@ def test_a_preload_the_pages_folder_has_its_own_copy_of_is_imported_from_there(t
     assert (fresh, there, elsewhere) == ("page\n", "page\n", "installed\n")  # fresh: the oracle
     assert isinstance(at_page, subprocess.Popen) and isinstance(at_other, ForkedProcess)
     assert len(warnings) == 1 and str(page / "idna.py") in warnings[0]
+
+
+# A preload like d2l's: a heavy module that is safe to share, an import-time warning, and
+# matplotlib's inline backend, whose import registers the figure hook on the shell it finds.
+SHELL_PRELOAD = """\
+import warnings
+import numpy
+import matplotlib.pyplot
+import matplotlib_inline.backend_inline
+warnings.warn("livecells test: import-time warning")
+"""
+SHELL_CELLS = [
+    "import livecells_test_shell_preload\nprint('first')",
+    "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint(plt.isinteractive())",
+    "%matplotlib inline\nplt.plot([3, 1])",
+    "print(sorted(c.__name__ for c in get_ipython().events.callbacks['post_execute']))",
+]
+
+
+def _seen(result: Any) -> list[Any]:
+    """What a cell showed: streams' text and each rich output's kinds, and its error."""
+    shown: list[Any] = [(result.error or {}).get("ename")]
+    for output in result.outputs:
+        if output["output_type"] == "stream":
+            shown.append((output["name"], output["text"]))
+        else:
+            shown.append((output["output_type"], sorted(output.get("data", {}))))
+    return shown
+
+
+def test_a_preload_that_uses_the_shell_at_import_shows_what_a_fresh_kernel_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The oracle is a kernel launched normally without the preload, whose first cell imports
+    it (as Jupyter would). Forked kernels share numpy and matplotlib with the template but
+    import the preload themselves: the inline figure hook is theirs, figures without
+    ``plt.show()`` appear, the warning shows in the first cell; the fork server says why."""
+    modules = tmp_path / "modules"  # on the path, not the page's folder (that would get a fresh kernel)
+    modules.mkdir()
+    (modules / "livecells_test_shell_preload.py").write_text(SHELL_PRELOAD)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]))
+    preloaded = FrameworkSpec(name="shell", label="Shell", preload=("livecells_test_shell_preload",))
+    notes: list[str] = []
+
+    async def sessions(server: ForkServer) -> tuple[list[Any], list[list[Any]], list[Any]]:
+        async with KernelSession(PLAIN, cwd=tmp_path) as fresh:
+            oracle = [_seen(await fresh.run_cell(code, 60)) for code in SHELL_CELLS]
+        assert await server.ready(preloaded)
+        found, processes = [], []
+        for _ in range(2):
+            async with KernelSession(preloaded, cwd=tmp_path, manager_factory=server.manager) as k:
+                processes.append(k.km.provisioner.process)
+                found.append([_seen(await k.run_cell(code, 60)) for code in SHELL_CELLS])
+        return oracle, found, processes
+
+    with ForkServer(warn=notes.append) as server:
+        oracle, found, processes = run(sessions(server))
+        assert server.fallbacks == {}
+    assert all(isinstance(p, ForkedProcess) for p in processes)
+    assert found == [oracle, oracle]
+    assert ("display_data", ["image/png", "text/plain"]) in oracle[1]
+    assert any("import-time warning" in str(shown) for shown in oracle[0])
+    assert len(notes) == 1 and "'livecells_test_shell_preload'" in notes[0]
+    assert "matplotlib_inline.backend_inline, which it imports, asks for IPython's shell" in notes[0]
+
+
+def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) -> None:
+    """The probe (a forked child of a process that has IPython, as a template has): modules
+    whose bodies call get_ipython, and those that import them, are left out; what they import
+    that does not is shared; a preload that touches nothing is shared whole."""
+    (tmp_path / "lc_culprit.py").write_text("from IPython import get_ipython\nget_ipython()\nimport lc_late\n")
+    (tmp_path / "lc_late.py").write_text("")
+    (tmp_path / "lc_heavy").mkdir()
+    (tmp_path / "lc_heavy" / "__init__.py").write_text("from lc_heavy import part\n")
+    (tmp_path / "lc_heavy" / "part.py").write_text("import json\n")
+    (tmp_path / "lc_book").mkdir()
+    (tmp_path / "lc_book" / "__init__.py").write_text("")
+    (tmp_path / "lc_book" / "torch.py").write_text("import lc_heavy\ndef f():\n    import lc_culprit\nf()\n")
+    (tmp_path / "lc_plain.py").write_text("import lc_heavy\n")
+    (tmp_path / "lc_shows.py").write_text("from IPython.display import display\ndisplay('shown at import')\n")
+    script = (
+        "import json, sys, IPython\nfrom livecells.execute import template\n"
+        "print(json.dumps([template.shareable(['lc_book.torch']), template.shareable(['lc_plain']),"
+        " 'lc_heavy' in sys.modules, template.shareable(['lc_shows'])]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    (book_roots, book_left), (plain_roots, plain_left), imported_here, shows = json.loads(out.stdout)
+    assert book_roots == ["lc_book", "lc_heavy", "lc_late"]  # lc_heavy.part comes with its package
+    assert book_left == {
+        "lc_book.torch": "lc_culprit, which it imports, asks for IPython's shell (get_ipython()) as it is imported"
+    }
+    assert (plain_roots, plain_left, imported_here) == (["lc_plain"], {}, False)
+    # display() at import: a display_data in a kernel's first cell, printed text in a template.
+    assert shows == [[], {"lc_shows": "lc_shows asks for IPython's shell (get_ipython()) as it is imported"}]
+
+
+def test_the_build_says_at_conf_py_which_preload_each_kernel_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from io import StringIO
+
+    from helpers import build_site
+
+    modules, src = tmp_path / "modules", tmp_path / "src"
+    modules.mkdir()
+    src.mkdir()
+    (modules / "lc_asks.py").write_text("from IPython import get_ipython\nSHELL = get_ipython() is not None\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]))
+    (src / "conf.py").write_text(
+        'extensions = ["livecells"]\n\n'
+        'livecells_frameworks = {"alpha": {"preload": ["lc_asks"], "gpu_used": "False"}}\n'
+    )
+    (src / "index.rst").write_text("T\n=\n\n.. live-cell:: alpha\n\n   import lc_asks\n   print(lc_asks.SHELL)\n")
+    status = StringIO()
+    app, warnings = build_site(src, status=status)
+    assert not warnings
+    said = [line for line in status.getvalue().splitlines() if "lc_asks" in line]
+    assert len(said) == 1, said  # once, at the line that names the frameworks
+    assert said[0].startswith(f"{src / 'conf.py'}:3: livecells: preload 'lc_asks' (")
+    assert said[0].endswith(
+        ") is imported by each kernel, not shared by forking: lc_asks asks for IPython's shell "
+        "(get_ipython()) as it is imported; the modules it imports that do not are shared"
+    )
+    # The module saw the kernel's shell, as in a cell.
+    assert "True" in (Path(app.outdir) / "index.html").read_text()

@@ -606,3 +606,38 @@ def test_a_template_tells_the_files_its_imports_read_outside_the_installed_ones(
     assert changed_file(later, written + 1) == str(helper)
     helper.unlink()
     assert changed_file(later, 0) == str(helper)
+
+
+def test_the_template_leaves_preload_output_where_the_hook_looks() -> None:
+    from livecells.execute import template
+
+    assert template.PRELOAD_OUTPUT == hook.PRELOAD_OUTPUT
+
+
+def test_import_printing_takes_python_and_c_level_output_and_gives_the_streams_back(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    class Stream:  # as ipykernel's OutStream: a plain object whose write can be taken
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.seen.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    out, err = Stream(), Stream()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    (tmp_path / "lc_loud.py").write_text(
+        "import os, sys\nprint('py out')\nos.write(2, b'c err\\n')\nsys.stderr.write('py err')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = hook.import_printing(["lc_loud"])
+    assert found[0] == ["stdout", "py out"] and found[-1] == ["stderr", "c err\n"]
+    assert ["stderr", "py err"] in found
+    print("after")  # the streams are the kernel's again, and nothing reached them meanwhile
+    assert out.seen == ["after", "\n"] and err.seen == [] and "write" not in vars(out)
+    assert capfd.readouterr().err == ""

@@ -21,7 +21,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from livecells.model.environ import DEFAULT_ENV_DROP
-from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
+from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def _code(name: str, key: str, value: Any, mode: str) -> str:
     """A ``sync`` (statements) or ``gpu_used`` (an expression) snippet that compiles."""
     value = _text(name, key, value)
     try:
-        compile(value or "pass", f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
+        compile(value or ("pass" if mode == "exec" else "None"), f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
     except SyntaxError as err:
         raise ConfigError(f"framework {name!r}: {key!r} does not compile: {err.msg} (line {err.lineno})") from None
     return value
@@ -72,6 +72,17 @@ def _preload(name: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _env(name: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """Variables for the kernel's environment: a mapping of names to strings."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and "=" not in k and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ConfigError(f"framework {name!r}: 'env' must map variable names to strings, not {value!r}")
+    return tuple(sorted(value.items()))
+
+
 def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
     if not isinstance(value, Mapping) or not value:
         raise ConfigError("must be a non-empty mapping of framework name -> settings")
@@ -83,7 +94,7 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
         if not isinstance(settings, Mapping):
             raise ConfigError(f"settings of framework {name!r} must be a mapping")
         # A framework livecells knows keeps its defaults (sync, gpu_used, ...) for what is unset.
-        settings = {**DEFAULT_FRAMEWORKS.get(name, {}), **settings}
+        settings = {**KNOWN_FRAMEWORKS.get(name, {}), **settings}
         unknown = set(settings) - known
         if unknown:
             raise ConfigError(f"framework {name!r} has unknown keys {sorted(unknown)}")
@@ -93,8 +104,9 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
             kernel=_text(name, "kernel", settings.get("kernel", "python3"), required=True),
             preload=_preload(name, settings.get("preload")),
             sync=_code(name, "sync", settings.get("sync", ""), "exec"),
-            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", "False"), "eval"),
+            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", ""), "eval"),
             version_of=_text(name, "version_of", settings.get("version_of", "")),
+            env=_env(name, settings.get("env")),
         )
     return specs
 
@@ -193,7 +205,10 @@ class LivecellsConfig:
 
     frameworks: dict[str, FrameworkSpec] = field(
         default_factory=lambda: _frameworks(DEFAULT_FRAMEWORKS),
-        metadata=_meta("ordered map: name -> {label, kernel, preload, sync}", _frameworks),
+        metadata=_meta(
+            "ordered map: name -> {label, kernel, preload, sync, gpu_used, version_of, env}",
+            _frameworks,
+        ),
     )
     execute: str = field(
         default="auto",

@@ -150,7 +150,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
-    server = build_state(app).processes.fork_server(config.env_drop)
+    server = build_state(app).processes.fork_server(config.env_drop, app.confdir)
     for name in config.framework_names():
         if name in wanted:
             server.prepare(config.frameworks[name])

@@ -115,7 +115,7 @@ class Template:
         self.env = env  # what the imports saw
         self.path = os.path.join(workdir, f"t-{uuid.uuid4().hex[:8]}.sock")
         self.log_path = self.path[: -len(".sock")] + ".log"
-        modules = [*KERNEL_MODULES, *self.preload]
+        modules = {"kernel": list(KERNEL_MODULES), "preload": list(self.preload)}
         #: Before any import: a file changed after this may have been read old or new.
         self.started_ns = time.time_ns()
         #: The files its imports read outside the interpreter's own folders, as it read them.
@@ -138,6 +138,8 @@ class Template:
             )
         self._ready: bool | None = None
         self._problem = ""
+        #: The preloads left to each kernel, with why (the template's probe, see template.py).
+        self.left: dict[str, str] = {}
         self._lock = threading.Lock()
         self.launched: list[int] = []
 
@@ -186,6 +188,7 @@ class Template:
             problem = ready["error"]
             files = ready.get("files") or {}
             self.files = {str(path): list(state) for path, state in files.items()}
+            self.left = dict(ready.get("left") or {})
         except (ValueError, KeyError, TypeError, AttributeError):
             problem = f"the template failed to start: {self._log_tail()}"
         return problem is None, problem or ""
@@ -371,6 +374,7 @@ class ForkServer:
         *,
         startup_timeout: float = 120.0,
         warn: Callable[[str], None] | None = None,
+        note: Callable[[str], None] | None = None,
         enabled: bool | None = None,
         per_session_env: Sequence[str] = (),
         kernel_arguments: Sequence[str] | None = KERNEL_ARGUMENTS,
@@ -381,6 +385,8 @@ class ForkServer:
         self.env_drop = tuple(env_drop)
         self.kernel_arguments = None if kernel_arguments is None else tuple(kernel_arguments)
         self.warn = warn or logging.getLogger(__name__).warning
+        #: Says which preloads each kernel imports itself, and why (default: ``warn``).
+        self.note = note or self.warn
         self.enabled = sys.platform.startswith("linux") if enabled is None else enabled
         self.per_session_env = frozenset(PER_SESSION_ENV) | frozenset(per_session_env)
         self.templates: dict[Key, Template] = {}
@@ -389,6 +395,7 @@ class ForkServer:
         #: The first reason each key launched normally (said once through ``warn``).
         self.fallbacks: dict[Key, str] = {}
         self._broken: set[Key] = set()
+        self.left_said: set[Key] = set()
         self._workdir: str | None = None
 
     def prepare(self, framework: FrameworkSpec) -> None:
@@ -411,12 +418,14 @@ class ForkServer:
         except ForkServerError as err:
             self._fallback(key, str(err), broken=True)
             return False
+        self._say_left(key, template)
         return True
 
     def manager(self, framework: FrameworkSpec) -> AsyncKernelManager:
         """A manager for ``KernelSession(manager_factory=...)`` whose kernels fork from here."""
         return ForkedKernelManager(
-            kernel_name=framework.kernel, fork_server=self, preload=framework.preload
+            kernel_name=framework.kernel, fork_server=self, preload=framework.preload,
+            framework_env=framework.kernel_env(os.environ),
         )
 
     def _template(self, key: Key) -> Template:
@@ -444,6 +453,16 @@ class ForkServer:
         if key not in self.fallbacks:
             self.fallbacks[key] = reason
             self.warn(f"kernels for {key[0]} {list(key[1])} start normally: {reason}")
+
+    def _say_left(self, key: Key, template: Template) -> None:
+        """Say once which preloads each kernel imports itself, and why."""
+        if template.left and key not in self.left_said:
+            self.left_said.add(key)
+            for name, why in template.left.items():
+                self.note(
+                    f"preload {name!r} ({key[0]}) is imported by each kernel, not shared by forking: "
+                    f"{why}; the modules it imports that do not are shared"
+                )
 
     async def launch(
         self,
@@ -482,6 +501,7 @@ class ForkServer:
             self._retire(key, template)
             self._fallback(key, why, broken=False)
             raise ForkServerError(why)
+        self._say_left(key, template)
         differs = sorted(
             name
             for name in set(env) | set(template.env)
@@ -546,11 +566,12 @@ def _key_of(framework: FrameworkSpec) -> Key | None:
         spec = KernelSpecManager().get_kernel_spec(framework.kernel)
     except Exception:  # noqa: BLE001 - no such kernel: the session itself will say so
         return None
-    return _key(spec.argv[0], spec.env, framework.preload)
+    return _key(spec.argv[0], {**framework.kernel_env(os.environ), **spec.env}, framework.preload)
 
 
 def _key(python: str, spec_env: Mapping[str, str], preload: Sequence[str]) -> Key:
-    """What a template is for: its python (as jupyter_client runs it), kernelspec env, preload."""
+    """What a template is for: its python (as jupyter_client runs it), the environment a
+    kernel gets beyond the build's (the framework's ``env``, then the kernelspec's), preload."""
     return (kernel_python(python), tuple(preload), tuple(sorted(spec_env.items())))
 
 
@@ -559,6 +580,7 @@ class ForkServerProvisioner(LocalProvisioner):  # type: ignore[misc]
 
     fork_server: ForkServer | None = None
     preload: tuple[str, ...] = ()
+    framework_env: dict[str, str] = {}  # replaced per kernel, never changed in place
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         if self.fork_server is None:
@@ -568,7 +590,7 @@ class ForkServerProvisioner(LocalProvisioner):  # type: ignore[misc]
             process = await self.fork_server.launch(
                 cmd,
                 preload=self.preload,
-                spec_env=self.kernel_spec.env if self.kernel_spec else {},
+                spec_env={**self.framework_env, **(self.kernel_spec.env if self.kernel_spec else {})},
                 cwd=cwd,
                 env=kwargs.get("env") or dict(os.environ),
                 stdout=kwargs.get("stdout"),
@@ -589,11 +611,17 @@ class ForkedKernelManager(AsyncKernelManager):
     """An AsyncKernelManager whose kernels come from a :class:`ForkServer`."""
 
     def __init__(
-        self, *, fork_server: ForkServer, preload: Sequence[str] = (), **kwargs: Any
+        self,
+        *,
+        fork_server: ForkServer,
+        preload: Sequence[str] = (),
+        framework_env: Mapping[str, str] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.fork_server = fork_server
         self.preload = tuple(preload)
+        self.framework_env = dict(framework_env or {})
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         metadata = self.kernel_spec.metadata if self.kernel_spec else {}
@@ -606,5 +634,6 @@ class ForkedKernelManager(AsyncKernelManager):
             )
             provisioner.fork_server = self.fork_server
             provisioner.preload = self.preload
+            provisioner.framework_env = self.framework_env
             self.provisioner = provisioner
         return await super()._async_pre_start_kernel(**kw)

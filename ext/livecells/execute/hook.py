@@ -30,6 +30,8 @@ from typing import Any
 
 #: The module that holds what the build reads back (see :mod:`livecells.execute.kernel`).
 STATE = "_livecells_kernel"
+#: Where a fork server's template leaves what its imports printed (execute/template.py's name).
+PRELOAD_OUTPUT = "_livecells_preload_output"
 #: At most this many sync failures are kept, each message cut to :data:`SYNC_ERROR_CHARS`.
 SYNC_ERROR_LIMIT = 100
 SYNC_ERROR_CHARS = 500
@@ -166,9 +168,10 @@ def version(module: str) -> str:
 
 
 def probe(state: Any, gpu_used: Any, version_module: str) -> dict[str, Any]:
-    """The session's provenance as the kernel sees it (``gpu_used``: a compiled expression)."""
+    """The session's provenance as the kernel sees it (``gpu_used``: a compiled expression, or
+    None when the framework cannot tell: then ``gpu_used`` is None)."""
     try:
-        used = bool(eval(gpu_used, {"sys": sys}))
+        used = None if gpu_used is None else bool(eval(gpu_used, {"sys": sys}))
     except Exception:
         used = False
     return {
@@ -230,6 +233,58 @@ def iopub_pipe_to_ipc() -> str:
     return address
 
 
+def import_printing(preload: Iterable[str]) -> list[list[str]]:
+    """Import ``preload``; what it wrote (by Python to ``sys.stdout``/``sys.stderr``, by C to
+    fds 1 and 2) as ``[stream name, text]`` pairs. The stream objects stay the kernel's own (an
+    import may keep them, as a logging handler does): only their ``write`` is taken meanwhile."""
+    import tempfile
+
+    output: list[list[str]] = []
+    streams = {"stdout": sys.stdout, "stderr": sys.stderr}
+    for stream in streams.values():
+        stream.flush()
+    files = {fd: tempfile.TemporaryFile() for fd in (1, 2)}
+    saved = {fd: os.dup(fd) for fd in files}
+    for fd, file in files.items():
+        os.dup2(file.fileno(), fd)
+
+    def writer(name: str) -> Callable[[str], int]:
+        def write(text: str) -> int:
+            output.append([name, str(text)])
+            return len(text)
+
+        return write
+
+    for name, stream in streams.items():
+        try:  # ipykernel's OutStream takes it; a stream that does not is left as it is
+            stream.write = writer(name)
+        except (AttributeError, TypeError):
+            pass
+    try:
+        for module in preload:
+            importlib.import_module(module)
+    finally:
+        for stream in streams.values():
+            getattr(stream, "__dict__", {}).pop("write", None)
+        for (fd, file), name in zip(files.items(), ("stdout", "stderr")):
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
+            file.seek(0)
+            text = file.read().decode(errors="replace")
+            file.close()
+            if text:
+                output.append([name, text])
+    return output
+
+
+def show_pending(state: Any) -> None:
+    """Write what the preloads printed into the cell that runs now (the first), once; into the
+    streams' buffers, which the kernel flushes when it would have flushed the import's output."""
+    pending, state.pending = getattr(state, "pending", []), []
+    for name, text in pending:
+        getattr(sys, name).write(text)
+
+
 def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> types.ModuleType:
     """The state module, in ``sys.modules``, and the timing hooks, registered with ``shell``.
 
@@ -239,9 +294,10 @@ def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> ty
     state = new_state()
     sys.modules[STATE] = state
     sync_code = compile(sync or "pass", "<livecells-sync>", "exec")
-    gpu_code = compile(gpu_used or "False", "<livecells-gpu>", "eval")
+    gpu_code = compile(gpu_used, "<livecells-gpu>", "eval") if gpu_used.strip() else None
 
     def pre(info: Any = None) -> None:
+        show_pending(state)
         start(state)
 
     def post(result: Any = None) -> None:
@@ -267,5 +323,7 @@ def install(shell: Any, *, sync: str, gpu_used: str, preload: Iterable[str], ver
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except Exception:
         pass
-    for name in preload:
-        importlib.import_module(name)
+    # What the template's shared imports printed, then what the rest of the preload prints here
+    # (its shell now exists): shown with the first cell, as where a fresh kernel imports it.
+    stash = sys.modules.pop(PRELOAD_OUTPUT, None)
+    state.pending = [*getattr(stash, "output", []), *import_printing(preload)]

@@ -181,6 +181,7 @@ class KernelSession:
 
     def _environment(self) -> dict[str, str]:
         env = kept_environ(os.environ, self.env_drop)
+        env.update(self.framework.kernel_env(os.environ))  # the framework's, where unset
         env.update(self.extra_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in self.devices)
         env[SESSION_VARIABLE] = self.token

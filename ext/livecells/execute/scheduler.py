@@ -307,7 +307,9 @@ def session_record(
             )
         )
     gpu_used = bool(probe.get("gpu_used")) and bool(lease.gpus)
-    device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
+    # A framework that cannot say whether it used its leased GPU names no device (not the CPU).
+    unknown = lease.gpus and "gpu_used" in probe and probe["gpu_used"] is None
+    device = "" if unknown else ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
     statuses = {c.status for c in cells if not c.expected}
     if message:
         status = "failed"
@@ -330,7 +332,7 @@ def session_record(
             date=now_iso(),
             host=probe.get("host") or socket.gethostname(),
             device=device,
-            device_kind="gpu" if gpu_used else "cpu",
+            device_kind="" if unknown else "gpu" if gpu_used else "cpu",
             device_count=len(lease.gpus) if gpu_used else 0,
             framework_version=probe.get("framework_version", ""),
             python=probe.get("python", ""),
