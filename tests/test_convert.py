@@ -1,4 +1,4 @@
-"""Tests for ``python -m livecells convert`` (``livecells.cli.convert``).
+"""Tests for ``python -m livecells convert`` (``livecells.convert.rst``).
 
 Fixtures in ``tests/data/convert/``:
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from livecells.cli.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
+from livecells.convert.rst import ConvertResult, add_subcommand, convert_text, convert_tree, run
 
 from helpers import build_site, soup
 

@@ -137,7 +137,7 @@ def build(src: Path, out: Path, tabs: list[str], parallel: int = 2):
     from docutils import nodes
     from sphinx.application import Sphinx
 
-    from livecells.cli.convert_md import convert_markdown_tree
+    from livecells.convert.markdown import convert_markdown_tree
     from livecells.read.collect import plans
 
     book = out / "book"

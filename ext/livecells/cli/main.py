@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"livecells {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    from livecells.cli.convert import add_subcommand
+    from livecells.convert.rst import add_subcommand
 
     add_subcommand(commands)
 
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "convert":
-        from livecells.cli import convert_md  # d2lbook markdown sources (.md) become MyST Markdown
+        from livecells.convert import markdown as convert_md  # d2lbook markdown sources (.md) become MyST Markdown
 
         if convert_md.wants_markdown(args.input):
             return convert_md.run(args)

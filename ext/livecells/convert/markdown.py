@@ -47,8 +47,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from livecells.cli.convert import read_chapter, write_converted
-from livecells.cli.convert_settings import GpuInference, infer_gpus, where
+from livecells.convert.gpus import GpuInference, infer_gpus, where
+from livecells.convert.rst import read_chapter, write_converted
 
 #: The directive for one framework's prose (see docs/directive.rst).
 TEXT_DIRECTIVE = "live-text"
@@ -735,7 +735,7 @@ def convert_markdown_tree(
     Other files are copied; hidden folders and ``_build`` are skipped. ``tabs`` defaults to the
     project's ``config.ini``.
     """
-    from livecells.cli.convert import convert_text
+    from livecells.convert.rst import convert_text
 
     src, out = Path(src_dir).resolve(), Path(out_dir).resolve()
     tabs = tabs or book_tabs(src)

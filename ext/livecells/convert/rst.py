@@ -21,7 +21,7 @@ its code is the same in every tab and it has no output (``merge_tab_notebooks``)
 ``all``; in a chapter without tabs every cell belongs to one framework, ``default_framework``.
 Where the converted code asks for two devices or more (``gpu(1)``, ``'cuda:1'``, ...), an explicit
 ``.. live-settings:: :gpus: N`` is written under the title, with a comment that says it was
-inferred (see :mod:`livecells.cli.convert_settings`). Everything else is kept as it is. A shape it
+inferred (see :mod:`livecells.convert.gpus`). Everything else is kept as it is. A shape it
 does not understand is kept verbatim, with a warning that names its line. Converting converted
 text changes nothing.
 
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from livecells.cli.convert_settings import GpuInference, infer_gpus, settings_lines, where
+from livecells.convert.gpus import GpuInference, infer_gpus, settings_lines, where
 
 _EXPLICIT = re.compile(r"\.\.(\s|$)")
 _DIRECTIVE = re.compile(r"\.\.\s+([\w.+:-]+?)::(?:\s+(.*?))?\s*$")
