@@ -178,7 +178,7 @@ def test_the_sphinx_free_stages_never_import_sphinx_even_indirectly():
     [
         ["livecells.execute.scheduler", "livecells.execute.dask", "livecells.model.records"],
         ["livecells.store", "livecells.plan.decide", "livecells.plan.keys"],
-        ["livecells.cli.main", "livecells.convert.rst", "livecells.convert.markdown", "livecells.execute.dask_worker"],
+        ["livecells.cli.main", "livecells.convert.tree", "livecells.execute.dask_worker"],
     ],
 )
 def test_what_a_dask_worker_loads_does_not_load_sphinx(names):
