@@ -2,8 +2,9 @@
 
 Each stage is a package; a stage may import only the stages it comes after (and the shared
 ``model``), never another stage's private names; render never imports execute, plan or the
-orchestration (``build``); model, plan, store and execute never import Sphinx or docutils, not
-even through another livecells module, so a Dask worker or a kernel-side program needs neither.
+orchestration (``build``); model, plan, store, execute, convert and cli never import Sphinx or
+docutils, not even through another livecells module, so a Dask worker or a kernel-side program
+needs neither.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ ALLOWED = {
     "read": {"model", "config"},
     "render": {"model", "config", "read", "store"},
     "build": {"model", "config", "read", "plan", "store", "execute"},
-    "cli": {"model", "store"},
+    "convert": {"model"},
+    "cli": {"model", "store", "convert"},
     "__init__": {"config", "read", "render", "build"},
     "__main__": {"cli"},
 }
 #: Parts that never import Sphinx or docutils, directly or through another livecells module.
-SPHINX_FREE = {"model", "store", "plan", "execute", "cli"}
+SPHINX_FREE = {"model", "store", "plan", "execute", "convert", "cli"}
 SPHINX = ("sphinx", "docutils")
 
 
@@ -108,7 +110,7 @@ def _internal_imports(on_import: bool = False) -> dict[str, set[str]]:
 
 def test_the_package_has_the_stages_of_the_pipeline():
     parts = {part_of(m) for m in modules()}
-    assert {"model", "read", "plan", "execute", "store", "render", "build", "cli"} <= parts
+    assert {"model", "read", "plan", "execute", "store", "render", "build", "convert", "cli"} <= parts
     assert parts <= set(ALLOWED), f"a part the rules do not know: {parts - set(ALLOWED)}"
 
 
@@ -176,7 +178,7 @@ def test_the_sphinx_free_stages_never_import_sphinx_even_indirectly():
     [
         ["livecells.execute.scheduler", "livecells.execute.executors", "livecells.execute.dask.scheduler", "livecells.model.records"],
         ["livecells.store", "livecells.plan.decide", "livecells.plan.keys"],
-        ["livecells.cli.main", "livecells.cli.convert", "livecells.cli.convert_md", "livecells.execute.dask.worker"],
+        ["livecells.cli.main", "livecells.convert.tree", "livecells.execute.dask.worker"],
     ],
 )
 def test_what_a_dask_worker_loads_does_not_load_sphinx(names):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from livecells.cli.convert import convert_text
+from livecells.convert.rst import convert_text
 
 from conftest import kernel_processes
 from helpers import build_site, built_page, d2l_corpus
