@@ -80,15 +80,16 @@ def warn(message: str, subtype: str, location: Any = None) -> None:
 
 def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     """The page's session keys (its :depends: and the book's livecells_depends files included),
-    and its :depends: patterns that matched nothing. Unchanged files are not read again."""
+    and what to warn of its :depends: patterns (none matched, a walk cut short). Unchanged
+    files are not read again."""
     config = get_config(app)
     state = build_state(app)
     hashes = file_hashes(app.env)
     if state.book_depends is None:
         state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
-        for pattern in state.book_depends[1]:
+        for problem in state.book_depends[1]:
             warn(
-                f"livecells_depends: {pattern!r} matches no file",
+                f"livecells_depends: {problem}",
                 "depends",
                 conf_location(app.confdir, "livecells_depends"),
             )
@@ -209,9 +210,9 @@ class Run:
         gpus, mode = self.devices(sessions)
         keys = self.keys
         for docname, page in plans(self.env).items():
-            keys[docname], unmatched = page_keys(self.app, page)
-            for pattern in unmatched:
-                warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
+            keys[docname], problems = page_keys(self.app, page)
+            for problem in problems:
+                warn(f"live-settings :depends: {problem}", "depends", docname)
         pages: dict[str, tuple[dict[str, SessionRecord], bool]] = {}
         jobs: list[SessionJob] = []
         for session in sessions:

@@ -1,0 +1,86 @@
+"""Bounded work (issue 23, class 4): walks that links cannot make endless, and a build's memory
+that no output of a cell can blow up."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import pytest
+
+from livecells.plan import keys
+from livecells.plan.keys import files_digest, glob_files
+
+from helpers import FakeKernels, build_site
+
+PATTERNS = [
+    "**", "**/*.py", "*/*.py", "a/**/*.py", "**/b/*.py", "**/.h.py", "**/*", "a/**", "*.txt",
+    "**/b/**/*.txt", "nothing/**/*.py", ".git/**", "a/*/c/*",
+]
+
+
+def tree(root: Path) -> Path:
+    for name in ["a/x.py", "a/b/y.py", "a/b/c/z.txt", "a/.hid/w.py", ".h.py", "t.txt", ".git/c.py",
+                 "a/b/c/d.py", "e/f/g/h.txt"]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(name)
+    return root
+
+
+def test_depends_globs_match_as_glob_does_on_a_tree_without_links(tmp_path):
+    root = tree(tmp_path)
+    for pattern in PATTERNS:
+        expected = sorted(m for m in glob.glob(str(root / pattern), recursive=True) if os.path.isfile(m))
+        assert glob_files(str(root), pattern) == (expected, False), pattern
+
+
+@pytest.mark.timeout(60)
+def test_links_back_up_the_tree_end_the_walk(tmp_path):
+    # Two links back to the folder: glob.glob(recursive=True) walks 2^depth paths, never ending.
+    root = tree(tmp_path / "src")
+    os.symlink("..", root / "a" / "up")
+    os.symlink("../..", root / "a" / "b" / "top")
+    os.symlink(str(tmp_path / "elsewhere"), root / "out")  # a folder outside, found through a link
+    tree(tmp_path / "elsewhere")
+    files, cut = glob_files(str(root), "**/*.py")
+    assert not cut
+    visible = ["a/x.py", "a/b/y.py", "a/b/c/d.py"]  # not .h.py, a/.hid/w.py, .git/c.py
+    expected = {str((base / name).resolve()) for base in (root, tmp_path / "elsewhere") for name in visible}
+    assert {os.path.realpath(f) for f in files} == expected
+    assert len(files) == len(expected)  # each file once, by its real path first
+
+
+@pytest.mark.timeout(120)
+def test_a_build_with_linked_folders_in_a_depends_glob_ends_and_sees_changes(tmp_path, rootdir):
+    src = tmp_path / "src"
+    (src / "data" / "sub").mkdir(parents=True)
+    for target, name in [("..", "up"), ("../..", "top")]:
+        os.symlink(target, src / "data" / "sub" / name)
+    (src / "data" / "sub" / "x.txt").write_text("1")
+    index = "index\n=====\n\n.. live-settings::\n   :depends: data/**/*.txt\n\n.. live-cell:: alpha\n\n   print(1)\n"
+    conf = "extensions = ['livecells']\nlivecells_frameworks = {'alpha': {'kernel': 'python3'}}\n"
+    # Sphinx itself walks the source folder following links: the linked folder is excluded.
+    (src / "conf.py").write_text(conf + "livecells_depends = ['**/*.txt']\nexclude_patterns = ['data']\n")
+    (src / "index.rst").write_text(index)
+    kernels = FakeKernels()
+    app, warnings = build_site(src, kernels=kernels)
+    assert "depends" not in warnings and kernels.take() == [("index", "alpha")]
+    (src / "data" / "sub" / "x.txt").write_text("2")
+    app, warnings = build_site(src, kernels=kernels)
+    assert kernels.take() == [("index", "alpha")]  # the change was seen: the page ran again
+
+
+def test_a_walk_over_the_cap_is_cut_with_a_located_warning(tmp_path, rootdir, monkeypatch):
+    monkeypatch.setattr(keys, "MAX_FOLDERS", 3)
+    root = tree(tmp_path / "t")
+    digest, problems = files_digest(str(root), ["**/*.py", "*.txt"])
+    assert problems == ["'**/*.py' was cut short: a '**' walks at most 3 folders and 200,000 entries"]
+    src = tmp_path / "src"
+    tree(src / "data")
+    (src / "conf.py").write_text("extensions = ['livecells']\nlivecells_frameworks = {'alpha': {'kernel': 'python3'}}\n")
+    (src / "index.rst").write_text(
+        "index\n=====\n\n.. live-settings::\n   :depends: data/**/*.py\n\n.. live-cell:: alpha\n\n   print(1)\n"
+    )
+    _, warnings = build_site(src, kernels=FakeKernels())
+    assert "index.rst: WARNING: live-settings :depends: 'data/**/*.py' was cut short" in warnings
