@@ -1,10 +1,12 @@
 """Kernel side: the hook installed once in every kernel, before its first cell.
 
-Pre- and post-run hooks time every non-silent cell with ``perf_counter``; the post hook first
-runs the framework's sync code, so that queued device work counts, and then lets what C code
-wrote to fds 1 and 2 reach the cell. :func:`probe` reports the session's provenance at the end.
-What the build reads back lives in a module of its own, ``sys.modules["_livecells_kernel"]``
-(:data:`STATE`): ``last`` (the last cell's time), ``probe()``, ``sync_errors``, ``iopub_pipe``.
+Pre- and post-run hooks time every non-silent cell with ``perf_counter``, around the whole cell
+(a ``run_cell`` nested in it counts into its time); the post hook first runs the framework's
+sync code, so that queued device work counts, and then lets what C code wrote to fds 1 and 2
+reach the cell. :func:`probe` reports the session's provenance at the end. What the build
+reads back lives in a module of its own, ``sys.modules["_livecells_kernel"]`` (:data:`STATE`):
+``last`` ([execution count, seconds] of the last cell timed whole: the build shows a time only
+for the cell it names), ``probe()``, ``sync_errors``, ``iopub_pipe``.
 
 This file is not imported in the kernel: the kernel's Python need not have livecells installed
 (a kernelspec may name another interpreter). :class:`livecells.execute.kernel.KernelSession`
@@ -38,14 +40,24 @@ SYNC_ERROR_CHARS = 500
 def new_state() -> types.ModuleType:
     """A fresh state module (not yet in ``sys.modules``)."""
     state = types.ModuleType(STATE)
-    state.last = None
+    state.last = None  # [execution count, seconds] of the last cell timed whole, or None
+    state.depth = 0  # run_cell calls open in the cell being timed (nested ones count into it)
+    state.request = None  # the execute request whose cell is being timed
+    state.cell = None  # that cell's execution count
     state.sync_errors = []
     return state
 
 
-def start(state: Any, clock: Callable[[], float] = time.perf_counter) -> None:
-    """The pre-run hook's work: the clock starts."""
-    state.t0 = clock()
+def start(
+    state: Any, cell: Any = None, request: Any = None, clock: Callable[[], float] = time.perf_counter
+) -> None:
+    """The pre-run hook's work: the clock starts for the cell (execution count ``cell``) of a new
+    execute ``request``; a ``run_cell`` nested in the cell being timed counts into it."""
+    if state.depth and request == state.request:
+        state.depth += 1
+        return
+    state.last = None  # whatever was measured before is not this cell's
+    state.depth, state.request, state.cell, state.t0 = 1, request, cell, clock()
 
 
 def finish(
@@ -54,14 +66,41 @@ def finish(
     result: Any = None,
     clock: Callable[[], float] = time.perf_counter,
     drain: Callable[[], None] | None = None,
+    request: Any = None,
 ) -> None:
-    """The post-run hook's work: sync the framework (compiled ``sync``), stop the clock, drain."""
+    """The post-run hook's work, at the end of the cell that :func:`start` began (not of a nested
+    ``run_cell``): sync the framework (compiled ``sync``), stop the clock, drain. ``last`` holds
+    the time only when the same cell started it: a cell that unregistered the pre-run hook,
+    or a post-run hook of a request whose start was not seen, measures nothing."""
+    if not state.depth or request != state.request:
+        return
+    state.depth -= 1
+    if state.depth:
+        return
     try:
         exec(sync, {"sys": sys})
     except BaseException as err:  # a failed sync must not hide the cell's own result
         record_sync_error(state, result, err)
-    state.last = clock() - state.t0
+    count = getattr(result, "execution_count", None)
+    state.last = [count, clock() - state.t0] if count == state.cell else None
     (drain or drain_fd_output)()
+
+
+def request_id(shell: Any) -> Any:
+    """The id of the execute request ``shell`` is running (ipykernel's parent header), or None."""
+    try:
+        return shell.parent_header["header"]["msg_id"]
+    except Exception:
+        return None
+
+
+def cell_count(shell: Any, info: Any) -> Any:
+    """The execution count of the cell that ``info`` (IPython's pre-run event) announces: the
+    shell counted it already when it keeps history."""
+    count = getattr(shell, "execution_count", None)
+    if isinstance(count, int) and getattr(info, "store_history", False):
+        return count - 1
+    return count
 
 
 def record_sync_error(state: Any, result: Any, err: BaseException) -> None:
@@ -242,10 +281,10 @@ def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> ty
     gpu_code = compile(gpu_used or "False", "<livecells-gpu>", "eval")
 
     def pre(info: Any = None) -> None:
-        start(state)
+        start(state, cell_count(shell, info), request_id(shell))
 
     def post(result: Any = None) -> None:
-        finish(state, sync_code, result)
+        finish(state, sync_code, result, request=request_id(shell))
 
     state.probe = lambda: probe(state, gpu_code, version_module)
     shell.events.register("pre_run_cell", pre)

@@ -81,6 +81,20 @@ def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _measured(result: Mapping[str, Any], count: Any) -> float | None:
+    """The time the hook measured for the cell of execution count ``count``, or None: a time
+    measured for another cell (the cell unregistered the hook's events) is never its own."""
+    if result.get("status") != "ok":
+        return None
+    try:  # the repr of [count, seconds]: read as a literal, never evaluated
+        measured_count, seconds = ast.literal_eval(result["data"]["text/plain"])
+    except (KeyError, TypeError, ValueError, SyntaxError):
+        return None
+    if measured_count != count or count is None or not isinstance(seconds, (int, float)):
+        return None
+    return float(seconds)
+
+
 #: Given to every kernel livecells starts. Its input history lives in memory, for this session
 #: only: a build never reads or writes the author's IPython history (``~/.ipython``), whose
 #: SQLite file concurrent kernels would also contend for (a commit after every cell, on a thread
@@ -411,20 +425,14 @@ class KernelSession:
                 error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
             )
         content = reply["content"]
-        elapsed = None
         values = content.get("user_expressions", {})
         if not values.get("time"):
             # ipykernel skips user_expressions after an error; ask for them separately.
             followup = await self._request("pass", silent=True, timeout=30, user_expressions=expressions)
             values = followup["content"].get("user_expressions", {})
-        measured = values.get("time", {})
         if last:
             self._probed = _probe_value(values.get("probe", {}))
-        if measured.get("status") == "ok":
-            try:
-                elapsed = float(measured["data"]["text/plain"])
-            except (KeyError, ValueError):
-                elapsed = None
+        elapsed = _measured(values.get("time", {}), content.get("execution_count"))
         status = "ok" if content.get("status") == "ok" else "error"
         error = collector.error
         if status == "error" and error is None:
