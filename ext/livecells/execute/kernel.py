@@ -382,6 +382,8 @@ class KernelSession:
         code = process.poll() if process is not None else None
         if code is None:
             return "the kernel died"
+        if getattr(process, "unknown", ""):  # a forked kernel whose template is gone
+            return f"the kernel died ({process.unknown})"
         if code < 0:
             try:
                 name = signal.Signals(-code).name
