@@ -84,3 +84,54 @@ def test_a_walk_over_the_cap_is_cut_with_a_located_warning(tmp_path, rootdir, mo
     )
     _, warnings = build_site(src, kernels=FakeKernels())
     assert "index.rst: WARNING: live-settings :depends: 'data/**/*.py' was cut short" in warnings
+
+
+# --- Memory: no output of a cell reaches the build whole -------------------------------------
+
+FLOODS = {
+    "stream": "import sys; sys.stdout.write('x' * (64 << 20))",
+    "stream from C": "import os; os.write(1, b'y' * (64 << 20))",
+    "display": "from IPython.display import display; display({'text/html': 'x' * (64 << 20)}, raw=True)",
+    "result": "class Big:\n    def _repr_html_(self):\n        return 'x' * (64 << 20)\nBig()",
+    "error": "raise ValueError('x' * (64 << 20))",
+    "many": "for i in range(400_000):\n    print(i)",
+    "displays": "from IPython.display import display\nfor i in range(10_050):\n    display(i)",
+}
+
+
+@pytest.mark.timeout(300)
+def test_no_output_reaches_the_build_whole(tmp_path):
+    import asyncio
+    import tracemalloc
+
+    from livecells.execute import hook
+    from livecells.execute.kernel import KernelSession
+    from livecells.model.frameworks import FrameworkSpec
+
+    spec = FrameworkSpec(name="alpha", label="Alpha")
+
+    async def session() -> dict:
+        found = {}
+        async with KernelSession(spec, cwd=tmp_path, output_limit=1000) as kernel:
+            for name, code in FLOODS.items():
+                tracemalloc.start()
+                found[name] = await kernel.run_cell(code, 120)
+                found[name + " peak"] = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+            found["after"] = await kernel.run_cell("print('still here')", 30)
+        return found
+
+    found = asyncio.run(session())
+    for name in FLOODS:  # the build's Python objects at their peak: well under one flood's size
+        assert found[f"{name} peak"] < 64 << 20, (name, found[f"{name} peak"] >> 20)
+    for name in ["stream", "stream from C", "many"]:
+        out = found[name].outputs[0]
+        assert len(out["text"]) == 1000 and out["truncated"], name
+    (shown,) = found["display"].outputs
+    assert shown["data"] == {"text/plain": f"[livecells: a text/html output of {64 << 20:,} characters was not sent: the limit is {hook.VALUE_CAP:,}]"}
+    assert "text/html" not in found["result"].outputs[0]["data"]
+    error = found["error"].error
+    assert error["ename"] == "ValueError" and len(error["evalue"]) < hook.STREAM_MIN + 100
+    assert "more characters were not sent" in error["evalue"]
+    assert len(found["displays"].outputs) == 501  # the collector's 500, and its note
+    assert found["after"].outputs[0]["text"] == "still here\n"

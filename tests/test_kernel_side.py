@@ -245,7 +245,7 @@ def test_the_pipe_reader_is_idle_only_while_it_blocks_reading_the_pipe() -> None
 def test_the_hook_sent_is_the_file_read_once_and_install_called_with_the_settings() -> None:
     assert hook_source() is hook_source()  # cached: read once per process
     assert hook_source() == Path(hook.__file__).read_text(encoding="utf-8")
-    call = ast.parse(hook_request(SPEC), mode="eval").body
+    call = ast.parse(hook_request(SPEC, 2500), mode="eval").body
     assert isinstance(call, ast.Call) and call.func.id == "exec"
     compiled, namespace = call.args
     program, filename, mode = (ast.literal_eval(arg) for arg in compiled.args)
@@ -255,7 +255,7 @@ def test_the_hook_sent_is_the_file_read_once_and_install_called_with_the_setting
     assert len(install) == 1 and install[0].value.func.id == "install"
     settings = {kw.arg: ast.literal_eval(kw.value) for kw in install[0].value.keywords}
     assert settings == {"sync": SPEC.sync, "gpu_used": SPEC.gpu_used, "preload": ["json"],
-                        "version_module": "_lc_test_framework"}
+                        "version_module": "_lc_test_framework", "output_limit": 2500}
     assert [ast.literal_eval(k) for k in namespace.keys] == ["get_ipython", "__name__"]
 
 
@@ -639,3 +639,38 @@ def test_a_fork_that_fails_is_answered_and_leaves_sigterm_deliverable(tmp_path: 
     launch = {"op": "launch", "cwd": str(tmp_path), "env": {}, "module": "m", "args": []}
     assert _ask(json.dumps(launch).encode() + b"\n") == {"error": "BlockingIOError: [Errno 11] Resource temporarily unavailable"}
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGTERM not in before
+
+
+def test_the_output_budget_cuts_streams_displays_and_values_before_they_are_sent() -> None:
+    budget = hook.OutputBudget(200_000)  # ten times the limit: 2,000,000 characters a stream
+    assert budget.stream_budget == 2_000_000 and hook.OutputBudget(10).stream_budget == hook.STREAM_MIN
+
+    def stream(request: str, name: str, text: str) -> Any:
+        return budget.stream({"parent_header": {"msg_id": request}, "content": {"name": name, "text": text}})
+
+    assert stream("a", "stdout", "x" * 1_500_000)["content"]["text"] == "x" * 1_500_000
+    cut = stream("a", "stdout", "y" * 1_000_000)["content"]["text"]
+    assert cut.startswith("y" * 500_000 + "\n[livecells: this cell's stdout went on past 2,000,000 characters")
+    assert stream("a", "stdout", "z") is None  # nothing more of this cell's stdout
+    assert stream("a", "stderr", "e")["content"]["text"] == "e"  # its own budget
+    assert stream("b", "stdout", "next cell")["content"]["text"] == "next cell"  # a new request
+
+    def display(request: str, data: Any) -> Any:
+        msg = {"msg_type": "display_data", "header": {"msg_type": "display_data"},
+               "parent_header": {"msg_id": request}, "content": {"data": data, "transient": {}}}
+        return budget.display(msg)
+
+    big = display("c", {"text/html": ["x" * hook.VALUE_CAP, "x"], "text/plain": "fine"})["content"]["data"]
+    assert big == {"text/plain": f"[livecells: a text/html output of {hook.VALUE_CAP + 1:,} characters "
+                   f"was not sent: the limit is {hook.VALUE_CAP:,}]"}
+    for _ in range(hook.MAX_DISPLAYS - 1):
+        assert display("c", {"text/plain": "1"}) is not None
+    note = display("c", {"text/plain": "1"})["content"]["data"]["text/plain"]
+    assert note.startswith("[livecells: this cell's displays went on past 10,000")
+    assert display("c", {"text/plain": "1"}) is None
+    assert budget.display({"parent_header": {"msg_id": "c"}, "content": {"wait": True}}) is not None  # clear
+    assert display("d", {"text/plain": "1"}) is not None
+    assert hook.cap_lines(["ab", "cd", "ef"], 3) == ["ab", "c\n[livecells: 1 more characters were not sent]"]
+    result = types.SimpleNamespace(error_in_exec=ValueError("k" * 50))
+    hook.cap_error(result, 10)
+    assert type(result.error_in_exec).__name__ == "ValueError" and str(result.error_in_exec).startswith("k" * 10)

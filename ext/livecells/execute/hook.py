@@ -269,6 +269,173 @@ def iopub_pipe_to_ipc() -> str:
     return address
 
 
+#: What a cell may send the build, cut here before it is sent (the build's Jupyter client reads
+#: each message whole, several times its size in memory): per stream and cell, and per error's
+#: message and traceback, the larger of STREAM_FACTOR times ``livecells_output_limit`` and
+#: STREAM_MIN characters; per value of a display or a result, VALUE_CAP characters (a 10 MiB
+#: image in base64 fits); per cell, MAX_DISPLAYS displays.
+STREAM_FACTOR = 10
+STREAM_MIN = 1 << 20
+VALUE_CAP = 16 << 20
+MAX_DISPLAYS = 10_000
+
+
+def _size(value: Any) -> int:
+    """Characters of a mime value (a string or a list of strings); 0 for other JSON."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(len(v) for v in value if isinstance(v, str))
+    return 0
+
+
+def cap_bundle(data: Any) -> Any:
+    """``data`` (a mime bundle) with each value over :data:`VALUE_CAP` replaced by a note, in place."""
+    if not isinstance(data, dict):
+        return data
+    for mime in [m for m, v in data.items() if _size(v) > VALUE_CAP]:
+        size = _size(data.pop(mime))
+        data["text/plain"] = (
+            f"[livecells: a {mime} output of {size:,} characters was not sent: "
+            f"the limit is {VALUE_CAP:,}]"
+        )
+    return data
+
+
+def cap_text(text: str, limit: int = VALUE_CAP) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[livecells: {len(text) - limit:,} more characters were not sent]"
+
+
+def cap_lines(lines: Sequence[str], limit: int) -> list[str]:
+    """Traceback lines, at most ``limit`` characters in all."""
+    kept, left = [], limit
+    for line in lines:
+        text = str(line)
+        if len(text) > left:
+            kept.append(cap_text(text, left))
+            break
+        kept.append(text)
+        left -= len(text)
+    return kept
+
+
+class OutputBudget:
+    """ipykernel message hooks (its public ``register_hook``) that cut a cell's output before it
+    is sent: streams past their budget, displays past :data:`MAX_DISPLAYS`, values past
+    :data:`VALUE_CAP`. A cell is an execute request (the messages' parent)."""
+
+    def __init__(self, limit: int) -> None:
+        self.stream_budget = max(STREAM_FACTOR * limit, STREAM_MIN)
+        self.request: Any = None
+        self.sent: dict[Any, int] = {}
+        self.displays = 0
+
+    def _cell(self, msg: dict[str, Any]) -> None:
+        request = (msg.get("parent_header") or {}).get("msg_id")
+        if request != self.request:
+            self.request, self.sent, self.displays = request, {}, 0
+
+    def stream(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A stream message, cut where the cell's stream passes its budget; None after that."""
+        self._cell(msg)
+        content = msg.get("content") or {}
+        name, text = content.get("name"), content.get("text")
+        if not isinstance(text, str):
+            return msg
+        sent = self.sent.get(name, 0)
+        if sent > self.stream_budget:
+            return None
+        self.sent[name] = sent + len(text)
+        if self.sent[name] > self.stream_budget:
+            content["text"] = text[: self.stream_budget - sent] + (
+                f"\n[livecells: this cell's {name} went on past {self.stream_budget:,} characters; "
+                "the rest was not sent]\n"
+            )
+        return msg
+
+    def display(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A display message with its values capped; None past the cell's :data:`MAX_DISPLAYS`."""
+        self._cell(msg)
+        content = msg.get("content") or {}
+        if "data" not in content:  # clear_output
+            return msg
+        self.displays += 1
+        if self.displays > MAX_DISPLAYS + 1:
+            return None
+        if self.displays > MAX_DISPLAYS:
+            content["data"] = {
+                "text/plain": f"[livecells: this cell's displays went on past {MAX_DISPLAYS:,}; "
+                "the rest were not sent]"
+            }
+            content["transient"] = {}
+            msg.setdefault("header", {})["msg_type"] = msg["msg_type"] = "display_data"
+            return msg
+        cap_bundle(content["data"])
+        return msg
+
+
+def bound_output(shell: Any, limit: int) -> OutputBudget:
+    """Install :class:`OutputBudget`'s hooks on the kernel's streams and display publisher, and
+    cap the values of results (the display formatter) and of errors (the traceback shown)."""
+    import threading
+
+    budget = OutputBudget(limit)
+    for stream in (sys.stdout, sys.stderr):
+        if not hasattr(stream, "register_hook"):
+            continue
+        stream.register_hook(budget.stream)  # hooks are per thread: where a flush runs
+        thread = getattr(stream, "pub_thread", None)
+        if thread is not None and hasattr(thread, "schedule"):  # ipykernel's IO thread
+            done = threading.Event()
+
+            def register(stream: Any = stream, done: threading.Event = done) -> None:
+                stream.register_hook(budget.stream)
+                done.set()
+
+            thread.schedule(register)
+            done.wait(5)
+    publisher = getattr(shell, "display_pub", None)
+    if hasattr(publisher, "register_hook"):
+        publisher.register_hook(budget.display)
+    formatter = getattr(shell, "display_formatter", None)
+    if formatter is not None:
+        formatted = formatter.format
+
+        def format(obj: Any, include: Any = None, exclude: Any = None) -> Any:
+            data, metadata = formatted(obj, include=include, exclude=exclude)
+            return cap_bundle(data), metadata
+
+        formatter.format = format
+    shown = getattr(shell, "_showtraceback", None)
+    if shown is not None:
+
+        def showtraceback(etype: Any, evalue: Any, stb: Any) -> Any:
+            try:
+                evalue = cap_text(str(evalue), budget.stream_budget)
+            except Exception:
+                pass
+            return shown(etype, evalue, cap_lines(stb or [], budget.stream_budget))
+
+        shell._showtraceback = showtraceback
+    return budget
+
+
+def cap_error(result: Any, limit: int) -> None:
+    """The cell's exception, if its message is over ``limit`` characters, replaced by one of the
+    same name with the message cut (ipykernel's reply repeats the message whole)."""
+    err = getattr(result, "error_in_exec", None)
+    if err is None:
+        return
+    try:
+        text = str(err)
+    except Exception:
+        return
+    if len(text) > limit:
+        result.error_in_exec = type(type(err).__name__, (Exception,), {})(cap_text(text, limit))
+
+
 def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> types.ModuleType:
     """The state module, in ``sys.modules``, and the timing hooks, registered with ``shell``.
 
@@ -285,6 +452,9 @@ def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> ty
 
     def post(result: Any = None) -> None:
         finish(state, sync_code, result, request=request_id(shell))
+        budget = getattr(state, "budget", None)
+        if budget is not None:
+            cap_error(result, budget.stream_budget)
 
     state.probe = lambda: probe(state, gpu_code, version_module)
     shell.events.register("pre_run_cell", pre)
@@ -292,10 +462,19 @@ def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> ty
     return state
 
 
-def install(shell: Any, *, sync: str, gpu_used: str, preload: Iterable[str], version_module: str) -> None:
-    """What the kernel runs once: :func:`register`, the IOPub pipe moved, the kernel made a
-    subreaper, the framework's ``preload`` imported."""
+def install(
+    shell: Any,
+    *,
+    sync: str,
+    gpu_used: str,
+    preload: Iterable[str],
+    version_module: str,
+    output_limit: int = 100_000,
+) -> None:
+    """What the kernel runs once: :func:`register`, the output bounded (:func:`bound_output`),
+    the IOPub pipe moved, the kernel made a subreaper, the framework's ``preload`` imported."""
     state = register(shell, sync=sync, gpu_used=gpu_used, version_module=version_module)
+    state.budget = bound_output(shell, output_limit)
     try:
         state.iopub_pipe = iopub_pipe_to_ipc()
     except Exception:

@@ -54,7 +54,7 @@ def hook_source() -> str:
     return Path(hook.__file__).read_text(encoding="utf-8")
 
 
-def hook_request(framework: FrameworkSpec) -> str:
+def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
     """The expression sent with the launch (a user expression of an empty silent cell): the
     hook's file run in a namespace of its own (never the user's), then
     :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
@@ -63,7 +63,8 @@ def hook_request(framework: FrameworkSpec) -> str:
     """
     call = (
         f"install(get_ipython(), sync={framework.sync!r}, gpu_used={framework.gpu_used!r}, "
-        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r})"
+        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r}, "
+        f"output_limit={int(output_limit)!r})"
     )
     program = f"{hook_source()}\n{call}\n"  # after the file's last line: its line numbers hold
     namespace = f"{{'get_ipython': get_ipython, '__name__': {hook.STATE!r}}}"
@@ -252,7 +253,8 @@ class KernelSession:
         # kernel answers once it is up). It is a user expression of an empty silent cell, not
         # the cell's code: the kernel then neither transforms nor hashes its ~10 kB of source
         # (~12 ms of each start, measured). Its own IOPub status messages then prove IOPub.
-        hook_id = self._send("", silent=True, user_expressions={"hook": hook_request(self.framework)})
+        request = hook_request(self.framework, self.output_limit)
+        hook_id = self._send("", silent=True, user_expressions={"hook": request})
         started = time.monotonic()
         reply = await self._shell_reply(hook_id, self.startup_timeout)
         content = reply["content"]
