@@ -273,7 +273,7 @@ def iopub_pipe_to_ipc() -> str:
 #: each message whole, several times its size in memory): per stream and cell, and per error's
 #: message and traceback, the larger of STREAM_FACTOR times ``livecells_output_limit`` and
 #: STREAM_MIN characters; per value of a display or a result, VALUE_CAP characters (a 10 MiB
-#: image in base64 fits); per cell, MAX_DISPLAYS displays.
+#: image in base64 fits); per cell, MAX_DISPLAYS displays (and as many ``clear_output``).
 STREAM_FACTOR = 10
 STREAM_MIN = 1 << 20
 VALUE_CAP = 16 << 20
@@ -330,12 +330,12 @@ class OutputBudget:
         self.stream_budget = max(STREAM_FACTOR * limit, STREAM_MIN)
         self.request: Any = None
         self.sent: dict[Any, int] = {}
-        self.displays = 0
+        self.displays = self.clears = 0
 
     def _cell(self, msg: dict[str, Any]) -> None:
         request = (msg.get("parent_header") or {}).get("msg_id")
         if request != self.request:
-            self.request, self.sent, self.displays = request, {}, 0
+            self.request, self.sent, self.displays, self.clears = request, {}, 0, 0
 
     def stream(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """A stream message, cut where the cell's stream passes its budget; None after that."""
@@ -356,11 +356,13 @@ class OutputBudget:
         return msg
 
     def display(self, msg: dict[str, Any]) -> dict[str, Any] | None:
-        """A display message with its values capped; None past the cell's :data:`MAX_DISPLAYS`."""
+        """A display message with its values capped; None past the cell's :data:`MAX_DISPLAYS`
+        (and ``clear_output`` past as many: a flood of small messages fills memory too)."""
         self._cell(msg)
         content = msg.get("content") or {}
         if "data" not in content:  # clear_output
-            return msg
+            self.clears += 1
+            return msg if self.clears <= MAX_DISPLAYS else None
         self.displays += 1
         if self.displays > MAX_DISPLAYS + 1:
             return None
