@@ -96,6 +96,8 @@ FLOODS = {
     "error": "raise ValueError('x' * (64 << 20))",
     "many": "for i in range(400_000):\n    print(i)",
     "displays": "from IPython.display import display\nfor i in range(10_050):\n    display(i)",
+    "comm": "from comm import create_comm\nc = create_comm(target_name='t', data={'x': 'x' * (64 << 20)})",
+    "metadata": "from IPython.display import display\ndisplay({'text/plain': 'm'}, metadata={'x': 'x' * (64 << 20)}, raw=True)",
 }
 
 
@@ -134,4 +136,7 @@ def test_no_output_reaches_the_build_whole(tmp_path):
     assert error["ename"] == "ValueError" and len(error["evalue"]) < hook.STREAM_MIN + 100
     assert "more characters were not sent" in error["evalue"]
     assert len(found["displays"].outputs) == 501  # the collector's 500, and its note
+    for name, what in [("comm", "comm_open"), ("metadata", "display_data")]:
+        (note,) = found[name].outputs
+        assert note["name"] == "stderr" and f"a {what} message of 67,1" in note["text"], name
     assert found["after"].outputs[0]["text"] == "still here\n"

@@ -278,6 +278,10 @@ STREAM_FACTOR = 10
 STREAM_MIN = 1 << 20
 VALUE_CAP = 16 << 20
 MAX_DISPLAYS = 10_000
+#: Whatever else a kernel publishes (comm messages, metadata, a child process's output): at most
+#: MAX_MESSAGE_BYTES a message and MAX_MESSAGES messages a cell, status messages aside.
+MAX_MESSAGE_BYTES = 32 << 20
+MAX_MESSAGES = 100_000
 
 
 def _size(value: Any) -> int:
@@ -421,7 +425,66 @@ def bound_output(shell: Any, limit: int) -> OutputBudget:
             return shown(etype, evalue, cap_lines(stb or [], budget.stream_budget))
 
         shell._showtraceback = showtraceback
+    try:
+        bound_iopub(budget)
+    except Exception:  # not ipykernel's layout: the hooks above still hold
+        pass
     return budget
+
+
+def _nbytes(part: Any) -> int:
+    return part.nbytes if isinstance(part, memoryview) else len(part)
+
+
+def bound_iopub(budget: OutputBudget) -> bool:
+    """Wrap the kernel's IOPub thread's ``send_multipart``, which every message it publishes
+    passes: one over :data:`MAX_MESSAGE_BYTES`, or past a cell's :data:`MAX_MESSAGES` (status
+    messages aside, the build waits for them), is not sent; a note on stderr says so, once."""
+    import json
+    import threading
+
+    from ipykernel.kernelapp import IPKernelApp
+
+    app = IPKernelApp.instance()
+    thread, session = getattr(app, "iopub_thread", None), getattr(app, "session", None)
+    if thread is None or session is None:
+        return False
+    send = thread.send_multipart
+    lock = threading.Lock()
+    counts: dict[Any, int] = {}
+
+    def note(idents: list[Any], parent: dict[str, Any], text: str) -> None:
+        msg = session.msg("stream", {"name": "stderr", "text": f"[livecells: {text}]\n"}, parent=parent)
+        send(session.serialize(msg, ident=idents))
+
+    def bounded(parts: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            at = next(i for i, part in enumerate(parts) if isinstance(part, bytes) and part == b"<IDS|MSG>")
+            msg_type = json.loads(parts[at + 2]).get("msg_type")
+            parent = json.loads(parts[at + 3])
+            request = parent.get("msg_id")
+        except Exception:
+            return send(parts, *args, **kwargs)
+        if msg_type == "status":
+            return send(parts, *args, **kwargs)
+        size = sum(_nbytes(part) for part in parts)
+        with lock:
+            if request not in counts:
+                counts.clear()  # one cell at a time
+            counts[request] = count = counts.get(request, 0) + 1
+        if count > MAX_MESSAGES:
+            if count == MAX_MESSAGES + 1:
+                note(parts[:at], parent, f"this cell's messages went on past {MAX_MESSAGES:,}; the rest "
+                     "were not sent")
+            return None
+        if size > MAX_MESSAGE_BYTES:
+            note(parts[:at], parent, f"a {msg_type} message of {size:,} bytes was not sent: the limit "
+                 f"is {MAX_MESSAGE_BYTES:,}")
+            return None
+        return send(parts, *args, **kwargs)
+
+    thread.send_multipart = bounded
+    return True
 
 
 def cap_error(result: Any, limit: int) -> None:
