@@ -232,6 +232,7 @@ def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path,
         ) as next_page:  # forked ahead for the next page, as the scheduler's prestarts are
             template = next(iter(server.templates.values()))
             found["template"] = template.process.pid
+            found["kernels"] = [own.pid, next_page.pid]
             found["attack"] = await own.run_cell(attack + "\nimport time; time.sleep(0.2); print('on')", 30)
             started = asyncio.get_running_loop().time()
             found["alive"] = await next_page.km.is_alive()  # a status check, never the template's
@@ -253,6 +254,8 @@ def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path,
     assert isinstance(found["later_process"], ForkedProcess) and stdout(found["later"]) == "later\n"
     assert found["templates"] != [found["template"]] and not alive(found["template"])
     assert warnings == []
+    # The kernels this process adopted from the dead template were collected: no zombies.
+    assert not [pid for pid in found["kernels"] if psutil.pid_exists(pid)]
 
 
 def test_a_forked_kernels_exit_status_is_read_without_its_template(tmp_path: Path, subreaper: Any) -> None:

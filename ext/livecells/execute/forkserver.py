@@ -137,6 +137,8 @@ class Template:
         self._problem = ""
         self._lock = threading.Lock()
         self.launched: list[int] = []
+        #: Each launched kernel's start time (with its pid, it names one process).
+        self.starts: dict[int, int | None] = {}
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the template has imported all; :class:`ForkServerError` if it failed."""
@@ -239,6 +241,8 @@ class Template:
         if self.process.poll() is None:
             self.process.kill()  # a stopped process dies of SIGKILL too
             self.process.wait()
+        for pid, start in self.starts.items():  # those that ended while it was stopped
+            _reap_adopted(pid, start)
         if self.process.stdout is not None:
             self.process.stdout.close()
         with contextlib.suppress(OSError):
@@ -323,6 +327,7 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
             time.sleep(0.02)
         assert self.returncode is not None
+        _reap_adopted(self.pid, self._start)
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
@@ -334,12 +339,22 @@ class ForkedProcess:
 
     def killed(self) -> None:
         """The caller saw this kernel die of its SIGKILL: no need to ask the template (which
-        collects the zombie in its loop)."""
+        collects the zombie in its loop; or this process, if it adopted the kernel)."""
         if self.returncode is None:
             self.returncode = -signal.SIGKILL
+        _reap_adopted(self.pid, self._start)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
+
+
+def _reap_adopted(pid: int, start: int | None) -> None:
+    """Collect the kernel ``pid`` (started at ``start``) if it is a zombie of this process: a
+    subreaper adopts the kernels of a template that died, and no one else collects them."""
+    status = process_status(pid)
+    if status is not None and status[0] == "Z" and status[1] == os.getpid() and status[2] == start:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def _returncode(status: int) -> int:
@@ -512,7 +527,9 @@ class ForkServer:
         if "pid" not in reply:  # this session only (a missing cwd, say)
             raise ForkServerError(reply.get("error", "no pid"))
         template.launched.append(reply["pid"])
-        return ForkedProcess(template, reply["pid"])
+        process = ForkedProcess(template, reply["pid"])
+        template.starts[process.pid] = process._start
+        return process
 
     def close(self) -> None:
         """Kill every template and every kernel forked from one; safe to call twice."""
