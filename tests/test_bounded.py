@@ -98,6 +98,7 @@ FLOODS = {
     "displays": "from IPython.display import display\nfor i in range(10_050):\n    display(i)",
     "comm": "from comm import create_comm\nc = create_comm(target_name='t', data={'x': 'x' * (64 << 20)})",
     "metadata": "from IPython.display import display\ndisplay({'text/plain': 'm'}, metadata={'x': 'x' * (64 << 20)}, raw=True)",
+    "payload": "get_ipython().set_next_input('x' * (64 << 20))",
 }
 
 
@@ -139,4 +140,5 @@ def test_no_output_reaches_the_build_whole(tmp_path):
     for name, what in [("comm", "comm_open"), ("metadata", "display_data")]:
         (note,) = found[name].outputs
         assert note["name"] == "stderr" and f"a {what} message of 67,1" in note["text"], name
+    assert found["payload"].outputs[0]["text"].startswith("[livecells: a payload of 67,1")
     assert found["after"].outputs[0]["text"] == "still here\n"

@@ -282,6 +282,9 @@ MAX_DISPLAYS = 10_000
 #: MAX_MESSAGE_BYTES a message and MAX_MESSAGES messages a cell, status messages aside.
 MAX_MESSAGE_BYTES = 32 << 20
 MAX_MESSAGES = 100_000
+#: The execute reply's payloads (``set_next_input``, pages): each at most the stream budget,
+#: at most MAX_PAYLOADS a cell.
+MAX_PAYLOADS = 100
 
 
 def _size(value: Any) -> int:
@@ -385,6 +388,7 @@ class OutputBudget:
 def bound_output(shell: Any, limit: int) -> OutputBudget:
     """Install :class:`OutputBudget`'s hooks on the kernel's streams and display publisher, and
     cap the values of results (the display formatter) and of errors (the traceback shown)."""
+    import json
     import threading
 
     budget = OutputBudget(limit)
@@ -425,6 +429,21 @@ def bound_output(shell: Any, limit: int) -> OutputBudget:
             return shown(etype, evalue, cap_lines(stb or [], budget.stream_budget))
 
         shell._showtraceback = showtraceback
+    payloads = getattr(shell, "payload_manager", None)
+    if payloads is not None:  # what the execute reply carries besides the status (set_next_input, pages)
+        write = payloads.write_payload
+
+        def write_payload(data: Any, single: bool = True) -> Any:
+            try:
+                size = len(json.dumps(data, default=str))
+            except Exception:
+                size = 0
+            if size > budget.stream_budget or len(payloads.read_payload()) >= MAX_PAYLOADS:
+                print(f"[livecells: a payload of {size:,} characters was not sent]", file=sys.stderr)
+                return None
+            return write(data, single=single)
+
+        payloads.write_payload = write_payload
     try:
         bound_iopub(budget)
     except Exception:  # not ipykernel's layout: the hooks above still hold
