@@ -308,9 +308,8 @@ class ForkedProcess:
             if state not in ("Z", "X"):
                 return None
             if parent == os.getpid():  # its template died: it came to this process (a subreaper)
-                with contextlib.suppress(ChildProcessError):
-                    done, code = os.waitpid(self.pid, os.WNOHANG)
-                    code = code if done else None
+                collected = _collect(self.pid)
+                code = collected if collected is not None else code
             if code is not None:
                 return _returncode(code)
         # Collected by its template (which keeps its status), or by no one this process can ask.
@@ -353,8 +352,23 @@ def _reap_adopted(pid: int, start: int | None) -> None:
     subreaper adopts the kernels of a template that died, and no one else collects them."""
     status = process_status(pid)
     if status is not None and status[0] == "Z" and status[1] == os.getpid() and status[2] == start:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+        _collect(pid)
+
+
+def _collect(pid: int) -> int | None:
+    """``waitpid`` a zombie child of this process; its status, or None. A zombie thread-group
+    leader is collected only once its other threads are gone too: a second at most."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return status
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.001)
 
 
 def _returncode(status: int) -> int:
