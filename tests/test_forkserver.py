@@ -173,16 +173,18 @@ async def plain_session(server: ForkServer, cwd: Path) -> dict[str, Any]:
         found = await k.run_cell("import helper_mod; print(helper_mod.VALUE)", 30)
         poller = await k.run_cell(
             "from ipykernel.kernelapp import IPKernelApp\n"
-            "import os; print(IPKernelApp.instance().parent_handle == os.getppid())",
+            "import os; app = IPKernelApp.instance()\n"
+            "print(app.parent_handle, os.environ['JPY_PARENT_PID'], app.poller.is_alive())",
             30,
         )
         forked = isinstance(k.km.provisioner.process, ForkedProcess)
     return {"printed": (stdout(found), stdout(poller)), "forked": forked, "log": log.read_text()}
 
 
-def test_plain_kernel_finds_modules_in_its_folder_and_watches_its_parent(shared: dict[str, Any]) -> None:
+def test_plain_kernel_finds_modules_in_its_folder_and_watches_the_launcher(shared: dict[str, Any]) -> None:
+    # Not its template: a kernel outlives a template that dies, not the build (that launched it).
     found = shared["plain"]
-    assert found["printed"] == ("42\n", "True\n")
+    assert found["printed"] == ("42\n", f"{os.getpid()} {os.getpid()} True\n")
     assert found["forked"] and shared["fallbacks"] == {}
     assert "Ctrl-C will not work" not in found["log"]
 
@@ -246,26 +248,72 @@ def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
     server.close()  # twice is fine
 
 
-def test_dead_template_falls_back_to_a_normal_launch(tmp_path: Path) -> None:
-    warnings: list[str] = []
+@pytest.fixture
+def subreaper() -> Any:
+    """This process a subreaper, as a build that runs cells is (orphans come to it)."""
+    from livecells.execute.reaper import set_subreaper
 
-    async def sessions(server: ForkServer) -> tuple[Any, Any, Any]:
-        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+    set_subreaper(True)
+    yield
+    set_subreaper(False)
+
+
+@pytest.mark.parametrize("how", ["killed", "stopped"])
+def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path, subreaper: Any, how: str) -> None:
+    warnings: list[str] = []
+    attack = f"import os, signal; os.kill(os.getppid(), signal.{'SIGKILL' if how == 'killed' else 'SIGSTOP'})"
+
+    async def sessions(server: ForkServer) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as own, KernelSession(
+            PLAIN, cwd=tmp_path, manager_factory=server.manager
+        ) as next_page:  # forked ahead for the next page, as the scheduler's prestarts are
             template = next(iter(server.templates.values()))
-            os.kill(template.process.pid, signal.SIGKILL)
-            template.process.wait()
-            died = await k.run_cell("print(1)", 30)  # the kernel dies with its template
-        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
-            process = k.km.provisioner.process
-            later = await k.run_cell("print(2)", 30)
-        return died, process, later
+            found["template"] = template.process.pid
+            found["kernels"] = [own.pid, next_page.pid]
+            found["attack"] = await own.run_cell(attack + "\nimport time; time.sleep(0.2); print('on')", 30)
+            started = asyncio.get_running_loop().time()
+            found["alive"] = await next_page.km.is_alive()  # a status check, never the template's
+            found["check_s"] = asyncio.get_running_loop().time() - started
+            await asyncio.sleep(1.5)  # ipykernel's parent poller looks every second
+            found["own"] = await own.run_cell("print('own')", 30)
+            found["next"] = await next_page.run_cell("print('next')", 30)
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as later:
+            found["later_process"] = later.km.provisioner.process
+            found["later"] = await later.run_cell("print('later')", 30)
+            found["templates"] = [t.process.pid for t in server.templates.values()]
+        return found
 
     with ForkServer(warn=warnings.append) as server:
-        died, process, later = run(sessions(server))
-    assert died.status == "died" and "SIGKILL" in died.error["evalue"]
-    assert isinstance(process, subprocess.Popen)
-    assert stdout(later) == "2\n"
-    assert len(warnings) == 1 and "the template exited with status -9" in warnings[0]
+        found = run(sessions(server))
+    assert stdout(found["attack"]) == "on\n" and stdout(found["own"]) == "own\n"
+    assert found["alive"] and found["check_s"] < 1 and stdout(found["next"]) == "next\n"
+    # The next launch forks from a new template; the old one is gone, stopped or not.
+    assert isinstance(found["later_process"], ForkedProcess) and stdout(found["later"]) == "later\n"
+    assert found["templates"] != [found["template"]] and not alive(found["template"])
+    assert warnings == []
+    # The kernels this process adopted from the dead template were collected: no zombies.
+    assert not [pid for pid in found["kernels"] if psutil.pid_exists(pid)]
+
+
+def test_a_forked_kernels_exit_status_is_read_without_its_template(tmp_path: Path, subreaper: Any) -> None:
+    async def session(server: ForkServer, code: str) -> tuple[Any, float]:
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as kernel:
+            template = next(iter(server.templates.values())).process
+            os.kill(template.pid, signal.SIGSTOP)
+            try:
+                started = asyncio.get_running_loop().time()
+                died = await kernel.run_cell(code, 30)
+                return died, asyncio.get_running_loop().time() - started
+            finally:
+                os.kill(template.pid, signal.SIGCONT)
+
+    with ForkServer() as server:
+        died, took = run(session(server, "import os; os._exit(3)"))
+        assert died.status == "died" and died.error["evalue"] == "the kernel exited with status 3" and took < 5
+    with ForkServer() as server:
+        died, _ = run(session(server, "import os; os.kill(os.getpid(), 9)"))
+        assert died.error["evalue"] == "the kernel died of SIGKILL (killed, perhaps for lack of memory)"
 
 
 def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:

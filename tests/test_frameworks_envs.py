@@ -206,7 +206,7 @@ def test_a_training_chapter_shows_what_jupyter_shows(framework: str, tmp_path: P
     migration guide's conf in the framework's environment, against nbclient running the page's
     notebook again in a fresh kernel: training with d2l's Trainer and ProgressBoard (a figure
     redrawn with clear_output), every cell the same kinds of output."""
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     environment = kernel_environment(framework)
     kernel = f"d2l-{framework}"

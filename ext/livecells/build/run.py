@@ -117,15 +117,16 @@ def warn(message: str, subtype: str, location: Any = None) -> None:
 
 def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     """The page's session keys (its :depends: and the book's livecells_depends files included),
-    and its :depends: patterns that matched nothing. Unchanged files are not read again."""
+    and what to warn of its :depends: patterns (none matched, a walk cut short). Unchanged
+    files are not read again."""
     config = get_config(app)
     state = build_state(app)
     hashes = file_hashes(app.env)
     if state.book_depends is None:
         state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
         location, note = origin(app, "depends")
-        for pattern in state.book_depends[1]:
-            warn(f"livecells_depends{note}: {pattern!r} matches no file", "depends", location)
+        for problem in state.book_depends[1]:
+            warn(f"livecells_depends{note}: {problem}", "depends", location)
     book = state.book_depends[0] if config.depends else ""
     settings = RunSettings(config.timeout, config.output_limit, config.frameworks)
     return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
@@ -253,9 +254,9 @@ class Run:
         keys = self.keys
         for docname, page in plans(self.env).items():
             self.outcome.unknown_cells += sum(1 for c in page.cells if not c.frameworks and c.included(self.app.tags))
-            keys[docname], unmatched = page_keys(self.app, page)
-            for pattern in unmatched:
-                warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
+            keys[docname], problems = page_keys(self.app, page)
+            for problem in problems:
+                warn(f"live-settings :depends: {problem}", "depends", docname)
         pages: dict[str, tuple[dict[str, SessionRecord], bool]] = {}
         jobs: list[SessionJob] = []
         for session in sessions:

@@ -23,6 +23,7 @@ fallbacks said once) and the jupyter_client glue (provisioner and manager, ~70 l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -47,7 +48,7 @@ from jupyter_client.provisioning import LocalProvisioner
 from livecells.execute import template as program
 from livecells.execute.environment import kernel_python
 from livecells.execute.kernel import KERNEL_ARGUMENTS
-from livecells.execute.reaper import SESSION_VARIABLE, process_table
+from livecells.execute.reaper import SESSION_VARIABLE, process_status
 from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 
 if TYPE_CHECKING:
@@ -93,6 +94,10 @@ Key = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]  # python, preloa
 #: A file time this close to a template's start (or later) may be an edit its imports missed:
 #: file times lag the clock by up to a timer tick (coarse timestamps).
 TIMESTAMP_SLACK_NS = 20_000_000
+#: A template that dies or is stopped after it served (a cell killed its parent, say) is replaced
+#: this many times per key; then that key's kernels start normally.
+MAX_REPLACEMENTS = 3
+logger = logging.getLogger(__name__)
 
 
 class ForkServerError(RuntimeError):
@@ -142,6 +147,8 @@ class Template:
         self.left: dict[str, str] = {}
         self._lock = threading.Lock()
         self.launched: list[int] = []
+        #: Each launched kernel's start time (with its pid, it names one process).
+        self.starts: dict[int, int | None] = {}
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the template has imported all; :class:`ForkServerError` if it failed."""
@@ -208,30 +215,66 @@ class Template:
     def request(
         self, payload: Mapping[str, Any], fds: Sequence[int] = (), timeout: float = 30
     ) -> dict[str, Any]:
-        """One request on a connection of its own (callers may be in several threads)."""
+        """One request on a connection of its own (callers may be in several threads); given up
+        at once when the template dies or is stopped (a stopped one would answer never)."""
+        deadline = time.monotonic() + timeout
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(timeout)
-                sock.connect(self.path)
-                socket.send_fds(sock, [(json.dumps(payload) + "\n").encode()], list(fds))
+                sock.settimeout(0.05)
                 data = b""
+                sent = False
                 while not data.endswith(b"\n"):
-                    chunk = sock.recv(65536)
+                    if why := self.gone():
+                        raise ForkServerError(f"cannot talk to the template: {why}")
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"no answer within {timeout:g} s")
+                    try:
+                        if not sent:
+                            sock.connect(self.path)
+                            socket.send_fds(sock, [(json.dumps(payload) + "\n").encode()], list(fds))
+                            sent = True
+                        chunk = sock.recv(65536)
+                    except socket.timeout:
+                        continue
                     if not chunk:
                         break
                     data += chunk
             reply = json.loads(data)
         except (OSError, ValueError) as err:
-            state = self.process.poll()
-            why = f"the template exited with status {state}" if state is not None else str(err)
+            why = self.gone() or str(err)
             raise ForkServerError(f"cannot talk to the template: {why}") from err
         return reply
+
+    def gone(self) -> str:
+        """Why the template can answer no more (it exited, or was stopped), or ""."""
+        if self.process.poll() is not None:
+            return f"the template exited with status {self.process.returncode}"
+        status = process_status(self.process.pid)
+        if status is not None and status[0] in ("T", "t"):
+            return "the template was stopped"
+        return ""
+
+    def abandon(self) -> None:
+        """End this template alone (it died or was stopped): the kernels it forked live on, each
+        until its session ends (:meth:`close` still kills them at the end of the build)."""
+        if self.process.poll() is None:
+            self.process.kill()  # a stopped process dies of SIGKILL too
+            self.process.wait()
+        for pid, start in self.starts.items():  # those that ended while it was stopped
+            _reap_adopted(pid, start)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
 
     def close(self) -> None:
         """End the template, and with it every kernel forked here (by process group)."""
         clean = False
         if self.process.poll() is None and self._ready is not True:
             self.process.kill()  # still importing (or failed): nothing to wait for
+            self.process.wait()
+        elif self.process.poll() is None and self.gone():  # stopped: a SIGTERM would wait
+            self.process.kill()
             self.process.wait()
         elif self.process.poll() is None:
             self.process.terminate()  # it kills the process group of each child still alive
@@ -284,7 +327,9 @@ def _killpg(pgid: int, signum: int) -> None:
 
 
 class ForkedProcess:
-    """A Popen-like handle on a forked kernel; its exit status comes from the template."""
+    """A Popen-like handle on a forked kernel. Its status is read from ``/proc`` (a zombie's exit
+    status too) and, once its template has collected it, asked of the template: a template that
+    is stopped, busy or dead never holds up a status check."""
 
     stdin = stdout = stderr = None
 
@@ -292,18 +337,33 @@ class ForkedProcess:
         self.template = template
         self.pid = pid
         self.returncode: int | None = None
+        status = process_status(pid)
+        self._start = status[2] if status is not None else None  # which process the pid names
+        #: Why the exit status is unknown (then :attr:`returncode` only says that it ended), or "".
+        self.unknown = ""
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            try:
-                reply = self.template.request({"op": "status", "pid": self.pid})
-                self.returncode = reply["returncode"]
-            except (ForkServerError, KeyError):
-                # The template is gone, and with it (PR_SET_PDEATHSIG) the kernel: re-parented
-                # to this process when it is a subreaper (then its status is ours to collect),
-                # else to PID 1.
-                self.returncode = _orphan_status(self.pid)
+            self.returncode = self._status()
         return self.returncode
+
+    def _status(self) -> int | None:
+        status = process_status(self.pid)
+        if status is not None and status[2] == self._start:
+            state, parent, _, code = status
+            if state not in ("Z", "X"):
+                return None
+            if parent == os.getpid():  # its template died: it came to this process (a subreaper)
+                collected = _collect(self.pid)
+                code = collected if collected is not None else code
+            if code is not None:
+                return _returncode(code)
+        # Collected by its template (which keeps its status), or by no one this process can ask.
+        try:
+            return int(self.template.request({"op": "status", "pid": self.pid}, timeout=5)["returncode"])
+        except (ForkServerError, KeyError, TypeError, ValueError) as err:
+            self.unknown = f"its exit status is unknown: {err}"
+            return 1
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -312,6 +372,7 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
             time.sleep(0.02)
         assert self.returncode is not None
+        _reap_adopted(self.pid, self._start)
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
@@ -323,23 +384,41 @@ class ForkedProcess:
 
     def killed(self) -> None:
         """The caller saw this kernel die of its SIGKILL: no need to ask the template (which
-        collects the zombie in its loop)."""
+        collects the zombie in its loop; or this process, if it adopted the kernel)."""
         if self.returncode is None:
             self.returncode = -signal.SIGKILL
+        _reap_adopted(self.pid, self._start)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
 
 
-def _orphan_status(pid: int) -> int | None:
-    """The exit status of a kernel whose template died: None while it still runs."""
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # not ours: see whether it still exists (and is not a zombie)
-        table = process_table()
-        return None if pid in table and table[pid][1] not in "ZX" else -signal.SIGKILL
-    if done == 0:
-        return None
+def _reap_adopted(pid: int, start: int | None) -> None:
+    """Collect the kernel ``pid`` (started at ``start``) if it is a zombie of this process: a
+    subreaper adopts the kernels of a template that died, and no one else collects them."""
+    status = process_status(pid)
+    if status is not None and status[0] == "Z" and status[1] == os.getpid() and status[2] == start:
+        _collect(pid)
+
+
+def _collect(pid: int) -> int | None:
+    """``waitpid`` a zombie child of this process; its status, or None. A zombie thread-group
+    leader is collected only once its other threads are gone too: a second at most."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return status
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.001)
+
+
+def _returncode(status: int) -> int:
+    """A ``waitpid`` status in Popen's convention: -signal, or the exit code."""
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
@@ -397,6 +476,9 @@ class ForkServer:
         self._broken: set[Key] = set()
         self.left_said: set[Key] = set()
         self._workdir: str | None = None
+        #: Templates that died or were stopped after they served, and how many per key.
+        self._abandoned: list[Template] = []
+        self._replaced: dict[Key, int] = {}
 
     def prepare(self, framework: FrameworkSpec) -> None:
         """Start the framework's template if need be, and return: its imports overlap other work."""
@@ -434,6 +516,9 @@ class ForkServer:
         if key in self._broken:
             raise ForkServerError(self.fallbacks[key])
         template = self.templates.get(key)
+        if template is not None and template._ready and (why := template.gone()):
+            self._abandon(key, template, why)
+            template = None
         if template is None:
             if self._workdir is None:  # mode 0700; AF_UNIX paths must stay short
                 base = None if len(tempfile.gettempdir()) < 60 else "/tmp"
@@ -446,6 +531,17 @@ class ForkServer:
                 raise ForkServerError(f"cannot start the template: {err}") from err
             self.templates[key] = template
         return template
+
+    def _abandon(self, key: Key, template: Template, why: str) -> None:
+        """Put a template that served and then died or was stopped aside (its kernels live on
+        with their sessions); the next launch starts another, up to :data:`MAX_REPLACEMENTS`."""
+        del self.templates[key]
+        self._abandoned.append(template)
+        template.abandon()
+        self._replaced[key] = self._replaced.get(key, 0) + 1
+        if self._replaced[key] > MAX_REPLACEMENTS:
+            raise ForkServerError(f"{why}, for the {self._replaced[key]}th time")
+        logger.info("livecells: a fork-server template is replaced: %s", why)
 
     def _fallback(self, key: Key, reason: str, *, broken: bool) -> None:
         if broken:
@@ -524,12 +620,15 @@ class ForkServer:
         try:
             reply = await asyncio.to_thread(template.request, dict(payload, env=dict(env)), fds)
         except ForkServerError as err:
-            self._fallback(key, str(err), broken=True)
+            if not template.gone():  # else: this kernel starts normally, the next launch's
+                self._fallback(key, str(err), broken=True)  # template is a new one
             raise
         if "pid" not in reply:  # this session only (a missing cwd, say)
             raise ForkServerError(reply.get("error", "no pid"))
         template.launched.append(reply["pid"])
-        return ForkedProcess(template, reply["pid"])
+        process = ForkedProcess(template, reply["pid"])
+        template.starts[process.pid] = process._start
+        return process
 
     def _retire(self, key: Key, template: Template) -> None:
         """Fork no more from ``template`` (its kernels live on); close the retired templates
@@ -544,8 +643,8 @@ class ForkServer:
 
     def close(self) -> None:
         """Kill every template and every kernel forked from one; safe to call twice."""
-        templates, self.templates = [*self.templates.values(), *self.retired], {}
-        self.retired = []
+        templates, self.templates = [*self.templates.values(), *self.retired, *self._abandoned], {}
+        self.retired, self._abandoned = [], []
         for template in templates:
             template.close()
         if self._workdir is not None:

@@ -55,7 +55,7 @@ def hook_source() -> str:
     return Path(hook.__file__).read_text(encoding="utf-8")
 
 
-def hook_request(framework: FrameworkSpec) -> str:
+def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
     """The expression sent with the launch (a user expression of an empty silent cell): the
     hook's file run in a namespace of its own (never the user's), then
     :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
@@ -64,7 +64,8 @@ def hook_request(framework: FrameworkSpec) -> str:
     """
     call = (
         f"install(get_ipython(), sync={framework.sync!r}, gpu_used={framework.gpu_used!r}, "
-        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r})"
+        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r}, "
+        f"output_limit={int(output_limit)!r})"
     )
     program = f"{hook_source()}\n{call}\n"  # after the file's last line: its line numbers hold
     namespace = f"{{'get_ipython': get_ipython, '__name__': {hook.STATE!r}}}"
@@ -80,6 +81,20 @@ def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError, SyntaxError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _measured(result: Mapping[str, Any], count: Any) -> float | None:
+    """The time the hook measured for the cell of execution count ``count``, or None: a time
+    measured for another cell (the cell unregistered the hook's events) is never its own."""
+    if result.get("status") != "ok":
+        return None
+    try:  # the repr of [count, seconds]: read as a literal, never evaluated
+        measured_count, seconds = ast.literal_eval(result["data"]["text/plain"])
+    except (KeyError, TypeError, ValueError, SyntaxError):
+        return None
+    if measured_count != count or count is None or not isinstance(seconds, (int, float)):
+        return None
+    return float(seconds)
 
 
 #: Given to every kernel livecells starts. Its input history lives in memory, for this session
@@ -243,7 +258,8 @@ class KernelSession:
         # kernel answers once it is up). It is a user expression of an empty silent cell, not
         # the cell's code: the kernel then neither transforms nor hashes its ~10 kB of source
         # (~12 ms of each start, measured). Its own IOPub status messages then prove IOPub.
-        hook_id = self._send("", silent=True, user_expressions={"hook": hook_request(self.framework)})
+        request = hook_request(self.framework, self.output_limit)
+        hook_id = self._send("", silent=True, user_expressions={"hook": request})
         started = time.monotonic()
         reply = await self._shell_reply(hook_id, self.startup_timeout)
         content = reply["content"]
@@ -373,6 +389,8 @@ class KernelSession:
         code = process.poll() if process is not None else None
         if code is None:
             return "the kernel died"
+        if getattr(process, "unknown", ""):  # a forked kernel whose template is gone
+            return f"the kernel died ({process.unknown})"
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -416,20 +434,14 @@ class KernelSession:
                 error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
             )
         content = reply["content"]
-        elapsed = None
         values = content.get("user_expressions", {})
         if not values.get("time"):
             # ipykernel skips user_expressions after an error; ask for them separately.
             followup = await self._request("pass", silent=True, timeout=30, user_expressions=expressions)
             values = followup["content"].get("user_expressions", {})
-        measured = values.get("time", {})
         if last:
             self._probed = _probe_value(values.get("probe", {}))
-        if measured.get("status") == "ok":
-            try:
-                elapsed = float(measured["data"]["text/plain"])
-            except (KeyError, ValueError):
-                elapsed = None
+        elapsed = _measured(values.get("time", {}), content.get("execution_count"))
         status = "ok" if content.get("status") == "ok" else "error"
         error = collector.error
         if status == "error" and error is None:

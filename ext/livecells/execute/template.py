@@ -155,7 +155,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
             with conn:
                 become = _serve(conn, listener, keep, children)
             if become is not None:  # in the forked child
-                return (*become, imported_env, prepared)
+                return (*become, imported_env, prepared, parent)
     finally:
         # First, with no call before it (Python runs a signal's handler at a call or a jump): from
         # here on a SIGTERM is ignored, also when the loop ended because the launcher died.
@@ -500,19 +500,25 @@ def child(
     parent: int,
     imported_env: Mapping[str, list[Any]],
     prepared: Mapping[str, Any] | None = None,
+    launcher: int = 0,
 ) -> None:
     """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel (on
-    the app and shell pre-initialised here, ``prepared``, where the launch allows it)."""
+    the app and shell pre-initialised here, ``prepared``, where the launch allows it).
+
+    The kernel outlives its template (``parent``): a cell that kills or stops the template costs
+    no other session its kernel. It dies with the ``launcher`` instead: the template kills its
+    kernels when the launcher dies, the build's guard kills each kernel's tree, and ipykernel's
+    parent poller, told the launcher's pid, ends the kernel once it is left to PID 1.
+    """
     code = 1
     try:
         os.setsid()
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        # Die with the template (kernels are its children, not the launcher's); without prctl,
-        # ipykernel's parent poller still watches the template.
-        reaper.die_with_parent(signal.SIGKILL)
-        if os.getppid() != parent:  # it died before prctl took effect
+        # The template's PR_SET_PDEATHSIG is not inherited (fork clears it), and none is set
+        # here: a template that dies leaves its kernels to the launcher (a subreaper).
+        if os.getppid() != parent:  # it died at the fork: the launcher may never have heard of us
             return
         null = os.open(os.devnull, os.O_RDWR)
         out, err = streams(fds, null)
@@ -527,14 +533,15 @@ def child(
                     os.close(int(fd))
                 except OSError:
                     pass
-        env = session_environ(request["env"], imported_env, os.getppid())
+        launcher = launcher or parent
+        env = session_environ(request["env"], imported_env, launcher)
         os.environ.clear()
         os.environ.update(env)
         os.chdir(request["cwd"])
         reseed(sys.modules)
         spec = importlib.util.find_spec(request["module"])
         sys.argv = [spec.origin if spec and spec.origin else request["module"], *request["args"]]
-        preinit.start_kernel(dict(request, imported_env=imported_env), parent, prepared)
+        preinit.start_kernel(dict(request, imported_env=imported_env), launcher, prepared)
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
