@@ -27,7 +27,7 @@ from livecells.config import app_of, get_config
 from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
 from livecells.read.collect import plans
-from livecells.read.directives import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_settings, live_text
 from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
