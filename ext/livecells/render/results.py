@@ -76,11 +76,3 @@ def groups_by_page(
         pages.setdefault(name, (root, []))[1].append(group)
     return [(root, name, members) for name, (root, members) in pages.items()]
 
-
-def format_seconds(value: float) -> str:
-    """A run time as the page and the report show it: 4 decimals under a second, fewer above."""
-    if value >= 100:
-        return f"{value:.0f} s"
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value:.4f} s"
