@@ -13,7 +13,7 @@ from livecells.model.records import (
     Provenance,
     SessionRecord,
     Verdict,
-    current_cells,
+    current_count,
     verdict,
 )
 from livecells.plan.decide import Decision, Environment, Mode, decide
@@ -99,14 +99,14 @@ def test_a_gpu_result_is_never_replaced_by_a_cpu_run_of_the_same_code():
     assert decide(session, "k1", cpu_result, Mode(gpu_slots=1), lambda: ENV).run  # a GPU now: runs
 
 
-def test_current_cells_is_the_unchanged_prefix():
+def test_current_count_is_the_unchanged_prefix():
     before = plan("a = 1", "b = 2", "c = 3")
     stored = record(before)
-    assert current_cells(before.cells, stored) == 3
-    assert current_cells(plan("a = 1", "B = 2", "c = 3").cells, stored) == 1
-    assert current_cells(plan("A = 1", "b = 2", "c = 3").cells, stored) == 0
-    assert current_cells(plan("a = 1", "b = 2", "c = 3", "d = 4").cells, stored) == 3
-    assert current_cells(before.cells, None) == 0
+    assert current_count(before.cells, stored) == 3
+    assert current_count(plan("a = 1", "B = 2", "c = 3").cells, stored) == 1
+    assert current_count(plan("A = 1", "b = 2", "c = 3").cells, stored) == 0
+    assert current_count(plan("a = 1", "b = 2", "c = 3", "d = 4").cells, stored) == 3
+    assert current_count(before.cells, None) == 0
 
 
 def test_errors_are_counted_once_the_same_way_with_and_without_the_plan():

@@ -36,7 +36,7 @@ from livecells.model.records import (
     Problem,
     SessionOutcome,
     SessionRecord,
-    current_cells,
+    current_count,
     verdict,
 )
 from livecells.plan.decide import Decision, Environment, Mode, decide
@@ -146,7 +146,7 @@ def session_outcome(
     """What the pages and the report show of a session: computed once, here. ``record`` is the
     session's latest record; the page shows it unless ``origin`` is "recorded"."""
     shown = record if origin in {"run", "store"} else None
-    current = current_cells(session.cells, shown)
+    current = current_count(session.cells, shown)
     found = verdict(shown, session.cells, current, stale=shown is not None and shown.key != key)
     outcome = SessionOutcome(
         page=session.docname,

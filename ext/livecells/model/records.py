@@ -8,7 +8,7 @@ into JSON and back, :mod:`livecells.store.records`); render shows them.
 :class:`SessionOutcome` is what this build did with a session (run it, took it from the store,
 or did not run it, and why); :class:`BuildOutcome` holds them all, with this build's records.
 The orchestration makes the outcome; render and the report read it (through the build
-environment), and never decide anything again: one staleness rule (:func:`current_cells`), one
+environment), and never decide anything again: one staleness rule (:func:`current_count`), one
 count of what the pages show as failed, not run or stale (:func:`verdict`).
 
 Outputs stay Jupyter's own JSON (nbformat v4 output dicts): they are the kernel's data, shown and
@@ -122,7 +122,7 @@ class SessionRecord:
         return sum(times) if times else None
 
 
-def current_cells(plan_cells: Sequence[CellPlan], record: SessionRecord | None) -> int:
+def current_count(plan_cells: Sequence[CellPlan], record: SessionRecord | None) -> int:
     """How many of a session's cells (``plan_cells``, in order) still have their stored result.
 
     The one staleness rule: state flows down a session, so a stored result belongs to its cell
@@ -166,7 +166,7 @@ def verdict(
     - **failed**: the result shown is an error its ``:raises:`` does not expect, a timeout or a
       dead kernel (:meth:`CellRecord.unexpected`);
     - **not run**: no result of a run is shown (beyond the first ``shown`` cells, by default
-      :func:`current_cells`: the recorded output or a note is), or the result is "not-run";
+      :func:`current_count`: the recorded output or a note is), or the result is "not-run";
     - **stale**: the result shown was stored for another session key (``stale``: code further
       down, settings or ``:depends:`` files have changed since).
 
@@ -181,7 +181,7 @@ def verdict(
             (cell.index, None, cell) for cell in (record.cells if record else [])
         ]
     else:
-        count = current_cells(plan_cells, record) if shown is None else shown
+        count = current_count(plan_cells, record) if shown is None else shown
         results = record.cells if record is not None else []
         pairs = [
             (plan.index, plan, results[n] if n < min(count, len(results)) else None)
@@ -221,7 +221,7 @@ class SessionOutcome:
     #: here (its framework has no usable kernel: an error for CI); else "not-run".
     status: str
     cells: int = 0  # the session's cells now
-    #: Cells whose result the page shows (see current_cells); fewer than ``cells`` when stale.
+    #: Cells whose result the page shows (see current_count); fewer than ``cells`` when stale.
     current: int = 0
     reason: str = ""  # why it did not run in this build, if it did not
     store_damaged: bool = False  # the page's store file could not be read

@@ -24,7 +24,7 @@ from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import PagePlan
 from livecells.model.records import CellRecord, SessionRecord
 from livecells.read.collect import plans
-from livecells.read.directives import live_cell, live_recorded, live_settings, live_text
+from livecells.read.nodes import live_cell, live_recorded, live_settings, live_text
 from livecells.render.outputs import page_url
 from livecells.render.results import Matched
 

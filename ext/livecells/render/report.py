@@ -28,7 +28,7 @@ from livecells.config import app_of, get_config
 from livecells.model.records import outcome_of
 from livecells.model.text import one_line
 from livecells.render.markup import MATHJAX_IGNORE
-from livecells.render.results import format_seconds
+from livecells.render.timing import format_date, format_seconds
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
@@ -215,7 +215,7 @@ class RenderLiveReport(SphinxPostTransform):
                 status += f", {row.not_run} not run"
             if row.outdated:
                 status += f" (code changed since; {row.shown} of {row.cells} cells shown)"
-            when = row.date.replace("T", " ").replace("+00:00", " UTC")
+            when = format_date(row.date)
             ran = f"{when} on {row.host}" if row.host and when else when
             body += _row(
                 [

@@ -3,7 +3,7 @@
 The build's outcome (:class:`~livecells.model.records.BuildOutcome`, on the environment) says
 where each session's results come from: this build's run (kept in memory, so that a store that
 cannot be written does not empty the pages whose cells ran), the store, or nowhere. A stored
-result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_cells`
+result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_count`
 (state flows down a session, so a change in cell 3 leaves cells 1-2 valid and drops 3 onwards),
 which the build applied: the outcome says how many of each session's cells the page shows. The
 records are the outcome's own, the very ones the build planned with (a store file is read once
@@ -76,11 +76,3 @@ def groups_by_page(
         pages.setdefault(name, (root, []))[1].append(group)
     return [(root, name, members) for name, (root, members) in pages.items()]
 
-
-def format_seconds(value: float) -> str:
-    """A run time as the page and the report show it: 4 decimals under a second, fewer above."""
-    if value >= 100:
-        return f"{value:.0f} s"
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value:.4f} s"
