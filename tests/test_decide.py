@@ -3,6 +3,8 @@ staleness rule and error count of livecells.model.records."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
@@ -11,7 +13,7 @@ from livecells.model.records import (
     Provenance,
     SessionRecord,
     Verdict,
-    current_cells,
+    current_count,
     verdict,
 )
 from livecells.model.vocabulary import Origin, SessionStatus, WarningMessage, WarningSubtype
@@ -102,14 +104,14 @@ def test_a_gpu_result_is_never_replaced_by_a_cpu_run_of_the_same_code():
     assert decide(session, "k1", cpu_result, Mode(gpu_slots=1), lambda: ENV).run  # a GPU now: runs
 
 
-def test_current_cells_is_the_unchanged_prefix():
+def test_current_count_is_the_unchanged_prefix():
     before = plan("a = 1", "b = 2", "c = 3")
     stored = record(before)
-    assert current_cells(before.cells, stored) == 3
-    assert current_cells(plan("a = 1", "B = 2", "c = 3").cells, stored) == 1
-    assert current_cells(plan("A = 1", "b = 2", "c = 3").cells, stored) == 0
-    assert current_cells(plan("a = 1", "b = 2", "c = 3", "d = 4").cells, stored) == 3
-    assert current_cells(before.cells, None) == 0
+    assert current_count(before.cells, stored) == 3
+    assert current_count(plan("a = 1", "B = 2", "c = 3").cells, stored) == 1
+    assert current_count(plan("A = 1", "b = 2", "c = 3").cells, stored) == 0
+    assert current_count(plan("a = 1", "b = 2", "c = 3", "d = 4").cells, stored) == 3
+    assert current_count(before.cells, None) == 0
 
 
 def test_errors_are_counted_once_the_same_way_with_and_without_the_plan():
@@ -275,3 +277,39 @@ def test_the_verdict_counts_each_shown_cell_once_wherever_its_result_came_from()
     assert verdict(stored, session.cells, 1, stale=True) == Verdict(not_run=(1, 2, 3, 4, 5), stale=(0,))
     assert verdict(None, session.cells) == Verdict(not_run=(0, 1, 2, 3, 4, 5))
     assert verdict(stored) == Verdict(failed=(2,), not_run=(3,))  # the command line: every stored cell
+
+
+def test_the_session_key_holds_every_setting_that_changes_a_result():
+    """A stored result stands only for what ran: each setting a run depends on is in its key."""
+    from livecells.model.frameworks import FrameworkSpec
+    from livecells.plan.keys import RunSettings, session_key
+
+    def page(*cells: CellPlan, **settings) -> SessionPlan:
+        return SessionPlan("page", "alpha", "/src/page.rst", cells, PageSettings(**settings))
+
+    plain = CellPlan(index=0, frameworks=("alpha",), code="print(1)", line=1, code_line=2)
+    own = CellPlan(index=0, frameworks=("alpha",), code="print(1)", line=1, code_line=2, timeout=20.0)
+    spec = FrameworkSpec("alpha", "Alpha", sync="pass", gpu_used="False")
+    base = RunSettings(timeout=600, output_limit=100_000, frameworks={"alpha": spec})
+    key = session_key(page(plain), "deps", base)
+    changed = {
+        "livecells_timeout": session_key(page(plain), "deps", replace(base, timeout=900)),
+        "livecells_output_limit": session_key(page(plain), "deps", replace(base, output_limit=10)),
+        "the page's time budget": session_key(page(plain, timeout=60), "deps", base),
+        "the page's :gpus:": session_key(page(plain, gpus=2), "deps", base),
+        "the cell's :timeout:": session_key(page(own), "deps", base),
+        "the :depends: files": session_key(page(plain), "other deps", base),
+        "the framework's sync": session_key(
+            page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, sync="x = 1")})
+        ),
+        "the version shown": session_key(
+            page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, version_of="numpy")})
+        ),
+    }
+    assert [what for what, other in changed.items() if other == key] == []
+    # The same setting written otherwise, and a default that a cell's own :timeout: overrides,
+    # change nothing: nothing reruns for them.
+    assert session_key(page(plain), "deps", replace(base, timeout=600.0)) == key
+    own_key = session_key(page(own), "deps", base)
+    assert session_key(page(own), "deps", replace(base, timeout=900)) == own_key
+    assert session_key(page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, label="A")})) == key

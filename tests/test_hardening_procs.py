@@ -306,6 +306,7 @@ BAD_VALUES = {
     "depends": [3, [1], [""], None],
     "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
                       [("*", "text/plain", "1")], [["", "text/plain", 1]]],
+    "env_drop": [3, [1], [""], None, {"A": 1}],
 }
 
 
@@ -372,9 +373,98 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
     assert "RuntimeError: no device" in warnings and "[livecells.sync]" in warnings
 
 
+# What -D gives: strings. Every value, refused (depends takes any string: a comma list).
+BAD_OVERRIDES = {
+    "frameworks": "x", "execute": "nope", "device": "cuda", "timeout": "abc", "jobs": "0",
+    "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
+    "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
+}  # fmt: skip
+
+
+def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used(tmp_path, rootdir):
+    from livecells.config import CONFIG_FIELDS, LivecellsConfig
+
+    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends", "env_drop"}
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text('extensions = ["livecells"]\n')
+    (src / "index.rst").write_text("Nothing to run\n==============\n")
+    overrides = {f"livecells_{name}": value for name, value in BAD_OVERRIDES.items()}
+    app, warnings = build_site(src, confoverrides=overrides)
+    for name, value in BAD_OVERRIDES.items():
+        shown = "1.5" if name == "output_limit" else repr(value)  # a number is read as one
+        assert f"WARNING: livecells_{name} (given with -D) = {shown}: " in warnings, (name, warnings)
+    assert warnings.count("WARNING") == len(BAD_OVERRIDES), warnings  # none from Sphinx itself
+    assert "conf.py" not in warnings  # not set there
+    default = LivecellsConfig()
+    for name in BAD_OVERRIDES:
+        assert getattr(app.livecells_config, name) == getattr(default, name), name
+    good = {"timeout": "2.5", "jobs": "2", "allow_html": "false", "raise_on_error": "yes", "output_limit": "500",
+            "depends": "a.txt,b/*.py", "device": "cpu", "latex_framework": "all"}  # fmt: skip
+    (src / "index.rst").write_text("A cell\n======\n" + cell("print(1)", "pytorch"))
+    app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={f"livecells_{k}": v for k, v in good.items()})
+    assert warnings.count("WARNING") == 2, warnings  # the two patterns below, nothing else
+    config = app.livecells_config
+    assert (config.timeout, config.jobs, config.allow_html, config.raise_on_error) == (2.5, 2, False, True)
+    assert (config.output_limit, config.depends) == (500, ("a.txt", "b/*.py"))
+    assert "WARNING: livecells_depends (given with -D): 'a.txt' matches no file" in warnings
+
+
+def test_sphinx_build_with_bad_d_values_warns_and_succeeds(tmp_path, rootdir):
+    src = site(tmp_path, rootdir, {})
+    (src / "index.rst").write_text("Nothing to run\n==============\n")
+    given = ["livecells_execute=nope", "livecells_device=cuda", "livecells_latex_framework=jax"]
+    build = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", *[f"-D{d}" for d in given], str(src), str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    for d in given:
+        name, value = d.split("=")
+        assert f"WARNING: {name} (given with -D) = {value!r}: " in build.stderr, build.stderr
+    assert "Extension error" not in build.stderr and "Traceback" not in build.stderr
+
+
+def test_a_warning_about_a_value_set_without_its_own_conf_py_line_names_no_document(tmp_path, rootdir):
+    src = site(tmp_path, rootdir, {})
+    conf = 'extensions = ["livecells"]\nglobals().update(livecells_frameworks={"alpha": {"kernel": "no-such-kernel"}})\n'
+    (src / "conf.py").write_text(conf)
+    app, warnings = build_site(src, kernels=FakeKernels())
+    assert "WARNING: livecells_frameworks['alpha']: no kernelspec named 'no-such-kernel'" in warnings, warnings
+    assert "conf.py.rst" not in warnings and "conf.py:" not in warnings
+
+
+def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphinx(tmp_path, rootdir):
+    src = site(tmp_path, rootdir, {})
+    with open(src / "conf.py", "a") as conf:
+        conf.write("class Hostile(dict):\n    def items(self):\n        raise RuntimeError('boom')\n")
+        conf.write("livecells_frameworks = Hostile(alpha={})\nlivecells_execute = 'off'\n")
+    app, warnings = build_site(src)  # Sphinx pickles its config after reading: items() again
+    line = (src / "conf.py").read_text().splitlines().index("livecells_frameworks = Hostile(alpha={})") + 1
+    assert f"conf.py:{line}: WARNING: livecells_frameworks: cannot be read (RuntimeError: boom)" in warnings
+    assert (app.outdir / "index.html").exists()
+
+
+def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
+    from livecells.execute.forkserver import MARKER
+
+    monkeypatch.setenv("MY_SECRET", "s3")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_x")
+    code = (
+        'import os\nprint(sorted(n for n in ("MY_SECRET", "GITHUB_TOKEN") if n in os.environ),'
+        ' open(f"/proc/{os.getppid()}/cmdline").read().count("' + MARKER + '"))'
+    )
+    src = site(tmp_path, rootdir, {"page1.rst": cell(code)}, conf='\nlivecells_env_drop = ["my_*"]\n')
+    app, warnings = build_site(src, confoverrides={"livecells_execute": "force"})
+    assert "['GITHUB_TOKEN'] 1" in (app.outdir / "page1.html").read_text()  # forked, as configured
+    app, warnings = build_site(src, confoverrides={"livecells_execute": "force", "livecells_env_drop": ""})
+    assert "['GITHUB_TOKEN', 'MY_SECRET'] 1" in (app.outdir / "page1.html").read_text()  # -D: nothing dropped
+
+
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
-    from livecells.execute.dask import ExecutorProblem, check_executor
+    from livecells.execute.dask.cluster import check_executor
+    from livecells.execute.executors import ExecutorProblem
 
     started = time.monotonic()
     with pytest.raises(ExecutorProblem, match="cannot be reached .Connection refused"):

@@ -178,9 +178,9 @@ def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir):
     shutil.copytree(rootdir / "test-fast", src)
     with open(src / "index.rst", "a") as page:
         page.write("\n.. live-cell:: alpha\n\n   raise RuntimeError('boom')\n")
-    overrides = {"livecells_raise_on_error": True, "livecells_fork_kernels": False}
+    # The build's policy is the subject: its sessions run on FakeKernels.
+    overrides = {"livecells_raise_on_error": True, "livecells_executor": FakeKernels()}
     app = SphinxTestApp("html", srcdir=src, confoverrides=overrides, warning=StringIO())
-    app.livecells_scheduler_factory = FakeKernels()  # the build's policy is the subject
     try:
         with pytest.raises(ExtensionError, match="1 cell error"):
             app.build()

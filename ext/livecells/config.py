@@ -9,9 +9,10 @@ falls back to the default, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from typing import Any
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
+from livecells.model.environ import DEFAULT_ENV_DROP
+from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
 from livecells.model.mime import PriorityOverride, priority_override
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
 
@@ -58,7 +60,7 @@ def _code(name: str, key: str, value: Any, mode: str) -> str:
     """A ``sync`` (statements) or ``gpu_used`` (an expression) snippet that compiles."""
     value = _text(name, key, value)
     try:
-        compile(value or "pass", f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
+        compile(value or ("pass" if mode == "exec" else "None"), f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
     except SyntaxError as err:
         raise ConfigError(f"framework {name!r}: {key!r} does not compile: {err.msg} (line {err.lineno})") from None
     return value
@@ -81,6 +83,17 @@ def _preload(name: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _env(name: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """Variables for the kernel's environment: a mapping of names to strings."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and "=" not in k and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ConfigError(f"framework {name!r}: 'env' must map variable names to strings, not {value!r}")
+    return tuple(sorted(value.items()))
+
+
 def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
     if not isinstance(value, Mapping) or not value:
         raise ConfigError("must be a non-empty mapping of framework name -> settings")
@@ -92,7 +105,7 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
         if not isinstance(settings, Mapping):
             raise ConfigError(f"settings of framework {name!r} must be a mapping")
         # A framework livecells knows keeps its defaults (sync, gpu_used, ...) for what is unset.
-        settings = {**DEFAULT_FRAMEWORKS.get(name, {}), **settings}
+        settings = {**KNOWN_FRAMEWORKS.get(name, {}), **settings}
         unknown = set(settings) - known
         if unknown:
             raise ConfigError(f"framework {name!r} has unknown keys {sorted(unknown)}")
@@ -102,8 +115,9 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
             kernel=_text(name, "kernel", settings.get("kernel", "python3"), required=True),
             preload=_preload(name, settings.get("preload")),
             sync=_code(name, "sync", settings.get("sync", ""), "exec"),
-            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", "False"), "eval"),
+            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", ""), "eval"),
             version_of=_text(name, "version_of", settings.get("version_of", "")),
+            env=_env(name, settings.get("env")),
         )
     return specs
 
@@ -144,16 +158,15 @@ def _string(value: Any) -> str:
     return value
 
 
-def _executor(value: Any) -> str | Callable[[], Any]:
-    """``"local"``, a Dask scheduler address, or a function that returns a ``distributed.Client``."""
-    if callable(value):
+def _executor(value: Any) -> Any:
+    """``"local"``, an address (its scheme names the executor), an executor object, or a function
+    that returns a cluster's client; which executor it names is the build's to find out."""
+    if (isinstance(value, str) and value) or callable(value) or callable(getattr(value, "scheduler", None)):
         return value
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            "must be 'local', a Dask scheduler address ('tcp://host:8786') or a function "
-            "returning a distributed.Client"
-        )
-    return value
+    raise ConfigError(
+        "must be 'local', an executor's address ('tcp://host:8786'), an executor object, or a "
+        "function returning a client"
+    )
 
 
 def _optional_string(value: Any) -> str:
@@ -162,13 +175,23 @@ def _optional_string(value: Any) -> str:
     return value
 
 
-def _patterns(value: Any) -> tuple[str, ...]:
-    """Glob patterns relative to the source dir: a list of strings (or one comma string)."""
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
-        raise ConfigError("must be a list of glob patterns (strings), relative to the source dir")
-    return tuple(p.strip() for p in value)
+def _strings(what: str) -> Callable[[Any], tuple[str, ...]]:
+    """A validator of a list of non-empty strings (or one comma string): ``what`` they are."""
+
+    def check(value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
+            raise ConfigError(f"must be a list of {what}")
+        return tuple(p.strip() for p in value)
+
+    return check
+
+
+#: Glob patterns relative to the source dir.
+_patterns = _strings("glob patterns (strings), relative to the source dir")
+#: Shell-style patterns of environment variable names.
+_names = _strings("patterns of environment variable names (strings)")
 
 
 def _mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
@@ -211,7 +234,10 @@ class LivecellsConfig:
 
     frameworks: dict[str, FrameworkSpec] = field(
         default_factory=lambda: _frameworks(DEFAULT_FRAMEWORKS),
-        metadata=_meta("ordered map: name -> {label, kernel, preload, sync}", _frameworks),
+        metadata=_meta(
+            "ordered map: name -> {label, kernel, preload, sync, gpu_used, version_of, env}",
+            _frameworks,
+        ),
     )
     execute: ExecuteMode = field(
         default=ExecuteMode.AUTO,
@@ -245,10 +271,11 @@ class LivecellsConfig:
         default=True,
         metadata=_meta("render text/html outputs as HTML", _bool, rebuild="html"),
     )
-    executor: str | Callable[[], Any] = field(
+    executor: Any = field(
         default="local",
         metadata=_meta(
-            "'local', a Dask scheduler address, or a function returning a distributed.Client",
+            "'local', an executor's address ('tcp://host:8786'), an executor object, or a function "
+            "returning a client",
             _executor,
             rebuild="",
         ),
@@ -281,6 +308,13 @@ class LivecellsConfig:
         ),
     )
 
+    env_drop: tuple[str, ...] = field(
+        default=DEFAULT_ENV_DROP,
+        metadata=_meta(
+            "patterns of environment variable names kept from the kernels (secrets)", _names, rebuild=""
+        ),
+    )
+
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
 
@@ -302,19 +336,34 @@ def _raw_default(name: str) -> Any:
         return DEFAULT_FRAMEWORKS
     if name in {"depends", "mime_priority"}:
         return []
+    if name == "env_drop":
+        return list(DEFAULT_ENV_DROP)
     f = CONFIG_FIELDS[name]
     return str(f.default) if isinstance(f.default, Vocabulary) else f.default
+
+
+def _raw_used(name: str, used: LivecellsConfig) -> Any:
+    """The raw value of a refused ``name``: its default, or the entries kept of a list value."""
+    if name == "mime_priority":
+        return [(o.builder, o.mime, o.priority) for o in used.mime_priority]
+    return _raw_default(name)
+
+
+def _default_of_config(name: str, config: Any) -> Any:
+    return _raw_default(name)
 
 
 def setup_config(app: Sphinx) -> None:
     """Register every field as a ``livecells_<name>`` config value."""
     for name, f in CONFIG_FIELDS.items():
         # Any: the validators check every value, and say where in conf.py it was set (Sphinx's
-        # own type check would warn a second time, without a location). ``-D`` values are still
-        # converted by the type of the default.
+        # own type check would warn a second time, without a location). The default is given as
+        # a function of the config so that Sphinx leaves a ``-D`` string as it is (it converts by
+        # the default's type, and refuses "1.5" for an int, any word but 0/1 for a bool, a dict):
+        # :func:`from_command_line` reads it.
         app.add_config_value(
             f"livecells_{name}",
-            _raw_default(name),
+            functools.partial(_default_of_config, name),
             f.metadata["rebuild"],
             types=Any,
             description=f.metadata["help"],
@@ -326,12 +375,17 @@ def read_config(
     values: Mapping[str, Any],
     warn: Callable[[str], None],
     where: Callable[[str, str], None] | None = None,
+    given: Collection[str] = (),
 ) -> LivecellsConfig:
     """Validate raw values (without the prefix); a bad one is reported and replaced by its default.
 
     ``where(message, name)``, when given, reports instead of ``warn``, knowing the value's name
-    (so that the warning can point at its line in conf.py).
+    (so that the warning can point at its line in conf.py). ``given``: the names set with ``-D``,
+    which their messages say.
     """
+
+    def named(name: str) -> str:
+        return f"livecells_{name}" + (" (given with -D)" if name in given else "")
 
     def say(message: str, name: str) -> None:
         if where is not None:
@@ -348,28 +402,31 @@ def read_config(
         except EntriesDropped as err:
             kwargs[name] = err.kept
             for problem in err.problems:
-                say(f"livecells_{name}: {problem}; that entry is ignored", name)
+                say(f"{named(name)}: {problem}; that entry is ignored", name)
         except ConfigError as err:
             shown = repr(values[name])
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            say(f"livecells_{name} = {shown}: {err}; using the default", name)
+            say(f"{named(name)} = {shown}: {err}; using the default", name)
         except Exception as err:  # noqa: BLE001 - a value whose own methods fail (a bad mapping)
-            say(f"livecells_{name}: cannot be read ({type(err).__name__}: {err}); using the default", name)
+            say(f"{named(name)}: cannot be read ({type(err).__name__}: {err}); using the default", name)
     config = LivecellsConfig(**kwargs)
     if config.latex_framework and config.latex_framework != "all" and (
         config.latex_framework not in config.frameworks
     ):
         say(
-            f"livecells_latex_framework = {config.latex_framework!r}: not a framework in "
+            f"{named('latex_framework')} = {config.latex_framework!r}: not a framework in "
             f"livecells_frameworks ({', '.join(config.frameworks)}); using the first",
             "latex_framework",
         )
+        config = dataclasses.replace(config, latex_framework="")
     return config
 
 
 def conf_location(confdir: str | Path | None, name: str) -> str | None:
-    """``conf.py:LINE`` of the line that sets config value ``name`` (``conf.py`` alone when no
-    line does, e.g. a ``-D`` override; None without a conf.py)."""
+    """``conf.py:LINE`` of the line that sets config value ``name``; None when no line does (a
+    default, a ``-D`` override, a value set indirectly) or there is no conf.py. Never a bare path:
+    Sphinx would take it for a document name (``conf.py.rst``, or a crash before the environment
+    exists)."""
     if not confdir:
         return None
     path = Path(confdir) / "conf.py"
@@ -379,20 +436,63 @@ def conf_location(confdir: str | Path | None, name: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     found = [number for number, line in enumerate(lines, 1) if setting.match(line)]
-    return f"{path}:{found[-1]}" if found else str(path)  # the last assignment wins
+    return f"{path}:{found[-1]}" if found else None  # the last assignment wins
+
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def from_command_line(name: str, raw: str) -> Any:
+    """The value ``-D livecells_<name>=RAW`` stands for: words for booleans, numbers for numbers;
+    anything else stays the string, for the validator to accept or refuse (Sphinx's own
+    conversion raises on a bad boolean before any extension can catch it)."""
+    default = CONFIG_FIELDS[name].default
+    if isinstance(default, bool):
+        word = raw.strip().lower()
+        return True if word in TRUE_WORDS else False if word in FALSE_WORDS else raw
+    if isinstance(default, (int, float)):
+        for number in (int, float):
+            try:
+                return number(raw)
+            except ValueError:
+                pass
+    return raw
+
+
+def origin(app: Sphinx, name: str) -> tuple[str | None, str]:
+    """Where config value ``livecells_<name>`` was set, for a warning about it: its conf.py line
+    as the location, or no location and " (given with -D)" to add to the message."""
+    key = f"livecells_{name}"
+    overrides = getattr(app.config, "overrides", {})
+    if key in overrides or any(k.startswith(key + ".") for k in overrides):
+        return None, " (given with -D)"
+    return conf_location(app.confdir, key), ""
 
 
 def _validate_on_init(app: Sphinx, config: Any) -> None:
-    values = {name: getattr(config, f"livecells_{name}") for name in CONFIG_FIELDS}
+    overrides = getattr(config, "overrides", {})
+    given = {
+        name: from_command_line(name, overrides[f"livecells_{name}"])
+        for name in CONFIG_FIELDS
+        if isinstance(overrides.get(f"livecells_{name}"), str)
+    }
+    # Read before Sphinx converts them: its conversion of a -D value raises, or warns unlocated.
+    values = {name: given[name] if name in given else getattr(config, f"livecells_{name}") for name in CONFIG_FIELDS}
+    refused: set[str] = set()
 
     def warn(message: str) -> None:
         logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG)
 
     def where(message: str, name: str) -> None:
-        location = conf_location(app.confdir, f"livecells_{name}")
+        refused.add(name)
+        location, _ = origin(app, name)
         logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG, location=location)
 
-    app.livecells_config = read_config(values, warn, where)  # type: ignore[attr-defined]
+    app.livecells_config = read_config(values, warn, where, given)  # type: ignore[attr-defined]
+    # What Sphinx keeps (pickles, and compares at the next build) is what is used.
+    for name in set(given) | refused:
+        setattr(config, f"livecells_{name}", _raw_used(name, app.livecells_config) if name in refused else given[name])
 
 
 def app_of(env: Any) -> Sphinx:

@@ -1,6 +1,6 @@
 """The build's stages wired into Sphinx's events: nothing else happens here.
 
-- ``builder-inited``: a Dask cluster (``livecells_executor``) is checked before any page is read;
+- ``builder-inited``: the executor (``livecells_executor``) is checked before any page is read;
 - ``env-before-read-docs``: the frameworks start importing in their fork-server templates while
   Sphinx reads, when the build will probably run cells;
 - ``env-get-outdated``: pages whose session key changed without their source changing (a
@@ -21,14 +21,14 @@ from sphinx.environment import BuildEnvironment
 from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 
-from livecells.build.run import Run, build_state, file_hashes, page_keys, store_of, warn
+from livecells.build.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
+from livecells.execute.executors import ExecutorProblem
 from livecells.model.records import outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
-from livecells.store import StoreProblem
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +48,10 @@ def on_env_get_outdated(
     app: Sphinx, env: BuildEnvironment, added: set[str], changed: set[str], removed: set[str]
 ) -> list[str]:
     """Pages to re-read although their source did not change."""
+    # A page that left this build (deleted, excluded, absent from this branch) keeps its stored
+    # results: a partial build must not delete what is committed; ``livecells clear`` does.
     config = get_config(app)
     store = store_of(app)
-    for docname in removed:
-        # A page that left the book takes its stored results with it.
-        if docname in plans(env):
-            try:
-                store.remove(docname)
-            except StoreProblem as problem:
-                warn(str(problem), WarningSubtype.STORE)
     outdated = []
     for docname, page in plans(env).items():
         if docname in changed or docname in added or docname in removed:
@@ -137,7 +132,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     a wrong guess costs only a background import.
     """
     config = get_config(app)
-    if not config.execute.runs or not config.fork_kernels or config.executor != "local":
+    if not config.execute.runs or not config.fork_kernels or not executor_of(app).runs_locally:
         return
     store = store_of(app)
     wanted: set[str] = set()
@@ -156,27 +151,27 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
-    server = build_state(app).processes.fork_server_for(config)
+    server = build_state(app).processes.fork_server(config.env_drop, app.confdir)
     for name in config.framework_names():
-        if name in wanted and server is not None:
+        if name in wanted:
             server.prepare(config.frameworks[name])
 
 
 def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
     config = get_config(app)
-    if config.executor != "local" and config.execute.runs:
-        # A scheduler that cannot be reached stops the build before any page is read.
-        from livecells.execute.dask import ExecutorProblem, check_executor
-
-        # The workers start the frameworks' templates while Sphinx reads.
+    executor = executor_of(app)
+    if config.execute.runs:
+        # An executor that cannot run sessions (a scheduler that cannot be reached) stops the
+        # build before any page is read; it may start the frameworks' kernels while Sphinx reads.
         warm = list(config.frameworks.values()) if config.fork_kernels else []
         try:
-            state.cluster = check_executor(config.executor, warm=warm)
+            state.capacity = executor.check(warm)
         except ExecutorProblem as err:
             raise ConfigError(str(err)) from None
-        logger.info(f"livecells: {state.cluster.describe()}")
-        for note in state.cluster.notes:
+        if state.capacity.description:
+            logger.info(f"livecells: {state.capacity.description}")
+        for note in state.capacity.notes:
             warn(note, WarningSubtype.EXECUTOR)
 
 

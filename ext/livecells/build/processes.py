@@ -1,10 +1,11 @@
-"""The processes a build owns beside Sphinx: the fork server, the guard, the Dask cluster check.
+"""The processes a build owns beside Sphinx for sessions on its machine: fork server, guard.
 
-Local execution makes this process a subreaper and starts a guard (:mod:`livecells.execute.reaper`)
-that kills every session's processes if the build dies, however; with
-``livecells_fork_kernels`` a fork server keeps a template per framework. Both are made on first
-use and closed when the build finishes, or on the way out of an interrupted one. SIGTERM stops
-execution as Ctrl-C does, so that every kernel is shut down.
+An executor whose sessions run here (``"local"``) asks for a guard
+(:mod:`livecells.execute.reaper`), which makes this process a subreaper and kills every session's
+processes if the build dies, however; with ``livecells_fork_kernels``, for a fork server, which
+keeps a template per framework. Both are made on first use and closed when the build finishes,
+or on the way out of an interrupted one. SIGTERM stops execution as Ctrl-C does, so that every
+kernel is shut down.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import atexit
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sphinx.util import logging
 
+from livecells.config import conf_location
+
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
-    from livecells.config import LivecellsConfig
     from livecells.execute.forkserver import ForkServer
     from livecells.execute.reaper import Guard
 
@@ -29,44 +31,49 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Processes:
-    """The build's own processes (none until a build needs them)."""
+    """The build's own processes, for sessions on this machine (none until an executor asks)."""
 
-    fork_server: ForkServer | None = None
-    guard: Guard | None = None
+    server: ForkServer | None = None
+    watcher: Guard | None = None
 
-    def guard_for(self, config: LivecellsConfig) -> Guard | None:
-        """The guard (local execution), made on first use; this process becomes a subreaper."""
-        if self.guard is None and config.executor == "local":
+    def guard(self) -> Guard:
+        """The guard, made on first use; this process becomes a subreaper."""
+        if self.watcher is None:
             from livecells.execute.reaper import Guard, set_subreaper
 
             set_subreaper()  # orphans of kernels that died come here, not to PID 1
-            self.guard = Guard()
+            self.watcher = Guard()
             # Ctrl-C ends a build without build-finished: close it on the way out too.
             atexit.register(self.close)
-        return self.guard
+        return self.watcher
 
-    def fork_server_for(self, config: LivecellsConfig) -> ForkServer | None:
-        """The fork server (local execution with livecells_fork_kernels), made on first use."""
-        if not config.fork_kernels or config.executor != "local":
-            return None
-        if self.fork_server is None:
+    def fork_server(self, env_drop: Sequence[str], confdir: str | None = None) -> ForkServer:
+        """The fork server, made on first use; its templates drop the variables ``env_drop``
+        names (livecells_env_drop) from their environment, and its notes on preloads point at the
+        line of ``confdir``'s conf.py that names them."""
+        if self.server is None:
             from livecells.execute.forkserver import ForkServer
 
-            self.fork_server = ForkServer(warn=lambda message: logger.info(f"livecells: {message}"))
+            where = conf_location(confdir, "livecells_frameworks")
+            self.server = ForkServer(
+                warn=lambda message: logger.info(f"livecells: {message}"),
+                note=lambda message: logger.info(f"livecells: {message}", location=where),
+                env_drop=env_drop,
+            )
             # Ctrl-C ends a build without build-finished: close the templates on the way out too.
             atexit.register(self.close)
-        return self.fork_server
+        return self.server
 
     def close(self) -> None:
         """End the fork server and the guard (every session has been shut down by now)."""
-        if self.fork_server is not None:
-            self.fork_server.close()
-            self.fork_server = None
-        if self.guard is not None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self.watcher is not None:
             from livecells.execute.reaper import set_subreaper
 
-            self.guard.close()
-            self.guard = None
+            self.watcher.close()
+            self.watcher = None
             set_subreaper(False)  # a process that builds again (a test run) is itself again
 
 

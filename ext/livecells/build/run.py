@@ -10,12 +10,15 @@ and its problems become warnings located at the cell. What happened to every ses
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sphinx.application import Sphinx
+from sphinx.config import is_serializable
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
@@ -23,8 +26,9 @@ from sphinx.util import logging
 from livecells.build.problems import report_session, report_unshown
 from livecells.build.processes import Processes, sigterm_as_interrupt
 from livecells.build.progress import Progress
-from livecells.config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
+from livecells.config import WARNING_TYPE, LivecellsConfig, get_config, origin
 from livecells.execute.devices import GPU, detect_gpus
+from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
 from livecells.model.plans import PagePlan, SessionPlan
 from livecells.model.records import (
     OUTCOME_ATTRIBUTE,
@@ -32,12 +36,12 @@ from livecells.model.records import (
     Problem,
     SessionOutcome,
     SessionRecord,
-    current_cells,
+    current_count,
     verdict,
 )
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionStatus, WarningSubtype
 from livecells.plan.decide import Decision, Environment, Mode, decide
-from livecells.plan.keys import FileHashes, files_digest, session_keys
+from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
 from livecells.store import OutputStore, StoreProblem, repaired
 
@@ -52,8 +56,9 @@ class BuildState:
 
     run_id: str = field(default_factory=lambda: os.urandom(16).hex())
     processes: Processes = field(default_factory=Processes)
-    #: The Dask cluster sessions run on (livecells_executor), checked when the build starts.
-    cluster: Any = None
+    #: Where sessions run (livecells_executor), and what it said when the build started.
+    executor: Executor | None = None
+    capacity: Capacity | None = None
     #: The digest of the files livecells_depends matches, and its patterns that matched none.
     book_depends: tuple[str, list[str]] | None = None
 
@@ -62,6 +67,38 @@ def build_state(app: Sphinx) -> BuildState:
     if not hasattr(app, "livecells_state"):
         app.livecells_state = BuildState()  # type: ignore[attr-defined]
     return app.livecells_state  # type: ignore[attr-defined,no-any-return]
+
+
+def executor_of(app: Sphinx) -> Executor:
+    """The executor ``livecells_executor`` names, found once per build; one it does not name (an
+    unknown scheme) is a config warning at its line, and sessions run locally."""
+    state = build_state(app)
+    if state.executor is None:
+        value = get_config(app).executor
+        try:
+            state.executor = executor_for(value)
+            if is_serializable(value):  # what Sphinx pickles with its environment
+                _check_picklable(value)
+        except ExecutorProblem as err:
+            shown = repr(value)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            location, given = origin(app, "executor")
+            warn(f"livecells_executor = {shown}: {err}; using the default{given}", WarningSubtype.CONFIG, location)
+            state.executor = executor_for("local")
+            app.config.livecells_executor = "local"  # else Sphinx cannot pickle its environment
+    return state.executor
+
+
+def _check_picklable(value: Any) -> None:
+    """Sphinx pickles the configuration with its environment (all but classes, functions and
+    modules): an executor object must pickle."""
+    try:
+        pickle.dumps(value)
+    except Exception as err:  # PicklingError, TypeError, AttributeError: whatever pickle raises
+        raise ExecutorProblem(
+            f"an executor object must be picklable, as Sphinx keeps the configuration ({err}); "
+            "give its class, or define the class in a module that conf.py imports"
+        ) from None
 
 
 def store_of(app: Sphinx) -> OutputStore:
@@ -81,20 +118,19 @@ def warn(message: str, subtype: WarningSubtype, location: Any = None) -> None:
 
 def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     """The page's session keys (its :depends: and the book's livecells_depends files included),
-    and its :depends: patterns that matched nothing. Unchanged files are not read again."""
+    and what to warn of its :depends: patterns (none matched, a walk cut short). Unchanged
+    files are not read again."""
     config = get_config(app)
     state = build_state(app)
     hashes = file_hashes(app.env)
     if state.book_depends is None:
         state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
-        for pattern in state.book_depends[1]:
-            warn(
-                f"livecells_depends: {pattern!r} matches no file",
-                WarningSubtype.DEPENDS,
-                conf_location(app.confdir, "livecells_depends"),
-            )
+        location, note = origin(app, "depends")
+        for problem in state.book_depends[1]:
+            warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
     book = state.book_depends[0] if config.depends else ""
-    return session_keys(page, config.framework_names(), hashes, book, app.tags)
+    settings = RunSettings(config.timeout, config.output_limit, config.frameworks)
+    return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
 
 
 def session_outcome(
@@ -110,8 +146,8 @@ def session_outcome(
 ) -> SessionOutcome:
     """What the pages and the report show of a session: computed once, here. ``record`` is the
     session's latest record; the page shows it unless ``origin`` is "recorded"."""
-    shown = record if origin != Origin.RECORDED else None
-    current = current_cells(session.cells, shown)
+    shown = record if origin in {Origin.RUN, Origin.STORE} else None
+    current = current_count(session.cells, shown)
     found = verdict(shown, session.cells, current, stale=shown is not None and shown.key != key)
     outcome = SessionOutcome(
         page=session.docname,
@@ -153,15 +189,16 @@ class Run:
     # -- devices and environments ---------------------------------------------------------------
 
     def devices(self, sessions: list[SessionPlan]) -> tuple[list[GPU], Mode]:
-        config, cluster = self.config, self.state.cluster
-        if cluster is not None:
-            # Sessions run on the cluster's workers: what counts is the GPUs one worker declares.
+        config, capacity = self.config, self.state.capacity
+        elsewhere = capacity.gpus_per_session if capacity is not None else None
+        if elsewhere is not None:
+            # Sessions run on the executor's machines: what counts is the GPUs one session gets.
             gpus: list[GPU] = []
-            slots = 0 if config.device == DeviceMode.CPU else cluster.gpus_per_worker
+            slots = 0 if config.device == DeviceMode.CPU else elsewhere
         else:
             gpus = [] if config.device == DeviceMode.CPU else detect_gpus()
             slots = len(gpus)
-        if sessions and config.execute.runs and cluster is None:
+        if sessions and config.execute.runs and elsewhere is None:
             if gpus:
                 names = ", ".join(sorted({g.name for g in gpus}))
                 logger.info(f"livecells: {len(gpus)} GPU(s) found: {names}")
@@ -211,9 +248,9 @@ class Run:
         keys = self.keys
         for docname, page in plans(self.env).items():
             self.outcome.unknown_cells += sum(1 for c in page.cells if not c.frameworks and c.included(self.app.tags))
-            keys[docname], unmatched = page_keys(self.app, page)
-            for pattern in unmatched:
-                warn(f"live-settings :depends: {pattern!r} matches no file", WarningSubtype.DEPENDS, docname)
+            keys[docname], problems = page_keys(self.app, page)
+            for problem in problems:
+                warn(f"live-settings :depends: {problem}", WarningSubtype.DEPENDS, docname)
         pages: dict[str, tuple[dict[str, SessionRecord], bool]] = {}
         jobs: list[SessionJob] = []
         for session in sessions:
@@ -221,6 +258,8 @@ class Run:
                 pages[session.docname] = self.stored(session.docname)
             records, damaged = pages[session.docname]
             latest = records.get(session.framework)
+            if latest is not None and latest.status == SessionStatus.FAILED:
+                latest = None  # a session that could not run is no result (older stores kept some)
             # With execution off, the pages show their recorded outputs: nothing stored counts.
             stored = latest if self.config.execute != ExecuteMode.OFF else None
             key = keys[session.docname][session.framework]
@@ -245,6 +284,10 @@ class Run:
                 outcome.problems += report_unshown(session, outcome, stored)
             self.outcome.failed += decision.failed
             if stored:
+                # The page shows this very read of the store file: one read per build, so that a
+                # file replaced since (a concurrent build, a git pull) cannot put another
+                # version's outputs under the cells this outcome counted as current.
+                self.outcome.records[(session.docname, session.framework)] = stored
                 self.outcome.cached += 1
             else:
                 self.outcome.skipped += 1
@@ -257,10 +300,11 @@ class Run:
         first = session.cells[0].location() if session.cells else session.docname
         if decision.failed and decision.reason not in self.framework_problems:
             self.framework_problems.add(decision.reason)
+            location, note = origin(self.app, "frameworks")
             warn(
-                f"livecells_frameworks[{session.framework!r}]: {decision.reason}; its cells are not run",
+                f"livecells_frameworks[{session.framework!r}]{note}: {decision.reason}; its cells are not run",
                 WarningSubtype.CONFIG,
-                conf_location(self.app.confdir, "livecells_frameworks"),
+                location,
             )
         for warning in decision.warnings:
             warn(warning.message, warning.subtype, first)
@@ -281,25 +325,23 @@ class Run:
             # Kernel logs help debugging; they stay out of the published site.
             log_path=str(log),
             run_id=self.state.run_id,
+            env_drop=self.config.env_drop,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
-        # The seam for tests and for programs that drive Sphinx: ``app.livecells_scheduler_factory``
-        # (called like make_scheduler) replaces the scheduler; the build around it is unchanged.
-        factory = getattr(self.app, "livecells_scheduler_factory", None) or make_scheduler
-        processes = self.state.processes
-        return factory(  # type: ignore[no-any-return]
-            self.config, gpus, processes.fork_server_for(self.config), processes.guard_for(self.config)
+        """The executor's scheduler for this build's sessions."""
+        config, processes = self.config, self.state.processes
+        resources = Resources(
+            gpus=tuple(gpus),
+            jobs=config.jobs if isinstance(config.jobs, int) else None,
+            fork=config.fork_kernels,
+            fork_server=functools.partial(processes.fork_server, config.env_drop, self.app.confdir),
+            guard=processes.guard,
         )
+        return executor_of(self.app).scheduler(resources)
 
     def execute(self, gpus: list[GPU], jobs: list[SessionJob]) -> None:
         from livecells.execute.scheduler import run_async
-
-        cluster_errors: tuple[type[Exception], ...] = ()
-        if self.config.executor != "local":
-            from livecells.execute.dask import ExecutorProblem
-
-            cluster_errors = (ExecutorProblem,)
 
         scheduler = self.scheduler(gpus)
         progress = Progress(len(jobs), self.app.verbosity)
@@ -314,7 +356,7 @@ class Run:
         try:
             with sigterm_as_interrupt():
                 run_async(lambda: scheduler.run(jobs, on_done, on_start))
-        except cluster_errors as err:  # the execute stage raises its own errors, never Sphinx's
+        except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
             raise ExtensionError(f"livecells: {err}") from None
         finally:
             progress.end()
@@ -327,7 +369,11 @@ class Run:
         # The pages show this build's results from here, whether or not the store takes them.
         self.outcome.records[(plan.docname, plan.framework)] = record
         try:
-            self.store.save_record(plan.docname, record)
+            # A session that could not run (its kernel did not start, a preload failed, the
+            # cluster lost it) is no result of its code: shown and counted in this build, never
+            # stored, so the next build tries again.
+            if record.status != SessionStatus.FAILED:
+                self.store.save_record(plan.docname, record)
         except (StoreProblem, OSError, ValueError, TypeError) as err:
             message = f"{plan.name}: results not stored ({err}); the pages show this build's results"
             warn(message, WarningSubtype.STORE, plan.docname)
@@ -340,14 +386,3 @@ class Run:
         self.outcome.ran += 1
         self.outcome.failed += record.status == SessionStatus.FAILED
 
-
-def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: Any = None, guard: Any = None) -> Scheduler:
-    """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
-    if config.executor != "local":
-        from livecells.execute.dask import DaskScheduler
-
-        return DaskScheduler(config.executor, jobs=config.jobs, fork=config.fork_kernels)
-    from livecells.execute.scheduler import LocalScheduler
-
-    jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
-    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server, guard=guard)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from livecells.model.records import SessionOutcome
-from livecells.model.text import strip_controls
+from livecells.model.text import strip_controls, xml_text
 from livecells.model.vocabulary import Origin, SessionStatus
 
 
@@ -100,16 +100,17 @@ def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
             tag = "error" if session.status == SessionStatus.FAILED else "failure"
             first = session.problems[0] if session.problems else None
             message = f"{first.location}: {first.message}" if first else session.reason or "failed"
-            element = ET.SubElement(case, tag, message=strip_controls(message), type=first.kind if first else tag)
-            element.text = strip_controls(  # XML 1.0 cannot hold them
-                "\n\n".join(
-                    f"{p.location}: {p.kind}: {p.message}\n{p.traceback}".rstrip() for p in session.problems
-                )
+            element = ET.SubElement(case, tag, message=message, type=first.kind if first else tag)
+            element.text = "\n\n".join(
+                f"{p.location}: {p.kind}: {p.message}\n{p.traceback}".rstrip() for p in session.problems
             )
         elif session.origin == Origin.RECORDED:
             why = f" ({session.reason})" if session.reason else ""
             ET.SubElement(case, "skipped", message=f"not run{why}: the page shows its recorded outputs")
         elif session.origin == Origin.STORE:
             out = ET.SubElement(case, "system-out")
-            out.text = strip_controls(f"results from the store, made {session.date} on {session.host}")
+            out.text = f"results from the store, made {session.date} on {session.host}"
+    for element in suite.iter():  # XML 1.0 holds no controls, U+FFFE/U+FFFF or lone surrogates
+        element.text = None if element.text is None else xml_text(element.text)
+        element.attrib = {name: xml_text(value) for name, value in element.attrib.items()}
     return ET.tostring(suite, encoding="utf-8", xml_declaration=True)

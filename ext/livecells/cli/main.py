@@ -140,6 +140,12 @@ def cmd_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from livecells.convert.tree import run
+
+    return run(args.input, args.output, default_framework=args.default_framework, source=args.source)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m livecells",
@@ -148,9 +154,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"livecells {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    from livecells.cli.convert import add_subcommand
-
-    add_subcommand(commands)
+    convert = commands.add_parser(
+        "convert",
+        help="turn d2lbook chapters (RST or Markdown) into live-cell directives",
+        description="Read a chapter (or a tree of them) as d2lbook writes it and write it with "
+        "live-cell directives: d2lbook's generated RST as RST, keeping the outputs as recorded "
+        "outputs and each tab's prose as '.. live-text::'; d2lbook's Markdown as MyST Markdown. "
+        "Where the code asks for several GPUs, it writes a live-settings block with ':gpus: N' and "
+        "says so. The warnings and a summary per chapter go to stderr. Exit status: 0 when all was "
+        "converted (warnings or not), 2 when the input cannot be read, 1 when the output cannot be "
+        "written.",
+    )
+    convert.add_argument("input", metavar="IN", help="a chapter (.rst or .md) or a directory")
+    convert.add_argument(
+        "-o", "--output", metavar="OUT",
+        help="output file or directory (default for a file: stdout; required for a directory)",
+    )
+    convert.add_argument(
+        "--default-framework", metavar="NAME", default="pytorch",
+        help="framework of the cells in a chapter without tabs (default: pytorch)",
+    )
+    convert.add_argument(
+        "--from", dest="source", choices=("auto", "markdown", "rst"), default="auto",
+        help="the format read: d2lbook's markdown (.md chapters, .rst ones too) or its generated RST "
+        "(.md files copied); auto (the default): markdown for an .md file or a tree with an .md file "
+        "that has d2lbook's cell markers, else rst",
+    )
+    convert.set_defaults(func=cmd_convert)
 
     def store_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -191,11 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "convert":
-        from livecells.cli import convert_md  # d2lbook markdown sources (.md) become MyST Markdown
-
-        if convert_md.wants_markdown(args.input):
-            return convert_md.run(args)
     return int(args.func(args) or 0)
 
 

@@ -23,6 +23,7 @@ from jupyter_client.kernelspec import NoSuchKernel
 from livecells import __version__
 from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
 from livecells.execute.kernel import KernelSession
+from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import SessionPlan
 from livecells.model.records import CellRecord, Probe, Provenance, SessionRecord, session_status
@@ -46,6 +47,7 @@ class SessionJob:
     output_limit: int
     log_path: str | None = None
     run_id: str = ""  # the build's: every record says which build made it
+    env_drop: tuple[str, ...] = DEFAULT_ENV_DROP  # names of variables kept from the kernel
 
     @property
     def weight(self) -> int:
@@ -182,6 +184,31 @@ def _not_run(reason: str) -> CellRecord:
     return CellRecord(status=CellStatus.NOT_RUN, error={"ename": "NotRun", "evalue": reason, "traceback": []})
 
 
+def not_run_results(job: SessionJob, reason: str, first: CellRecord | None = None) -> dict[int, CellRecord]:
+    """Every cell of the session not run for ``reason``; its first cell ``first``, if given."""
+    results = {cell.index: _not_run(reason) for cell in job.plan.cells}
+    if first is not None and job.plan.cells:
+        results[job.plan.cells[0].index] = first
+    return results
+
+
+def failed_record(job: SessionJob, message: str, duration: float = 0.0) -> SessionRecord:
+    """The record of a session that could not run at all (status ``failed``), on no device."""
+    record = session_record(job, Lease(()), not_run_results(job, message), Probe(), message, duration)
+    record.provenance = replace(record.provenance, device="", host="", device_kind="")
+    return record
+
+
+def lost_record(job: SessionJob, why: str, duration: float, host: str = "") -> SessionRecord:
+    """A session whose process died under it, outside the kernel (an executor's worker):
+    reported like a dying kernel, at its first cell; ``host``: where it was lost."""
+    died = CellRecord(status=CellStatus.DIED, error={"ename": "DeadKernelError", "evalue": why, "traceback": []})
+    results = not_run_results(job, "not run: the worker running the session died", died)
+    record = session_record(job, Lease(()), results, Probe(), None, duration)
+    record.provenance = replace(record.provenance, device="", device_kind="", host=host)
+    return record
+
+
 async def start_session(
     job: SessionJob, lease: Lease, session_factory: Callable[..., KernelSession] = KernelSession
 ) -> KernelSession:
@@ -192,6 +219,7 @@ async def start_session(
         devices=lease.cuda_visible_devices,
         log_path=job.log_path,
         output_limit=job.output_limit,
+        env_drop=job.env_drop,
     )
     try:
         await kernel.start()
@@ -278,8 +306,10 @@ def session_record(
                 expected=result.status == CellStatus.ERROR and cell.expects(result.ename),
             )
         )
-    gpu_used = probe.gpu_used and bool(lease.gpus)
-    device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
+    gpu_used = probe.gpu_used is True and bool(lease.gpus)
+    # A framework that cannot say whether it used its leased GPU names no device (not the CPU).
+    unknown = bool(lease.gpus) and probe.gpu_used is None
+    device = "" if unknown else ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
     return SessionRecord(
         framework=job.framework.name,
         key=job.key,
@@ -293,7 +323,7 @@ def session_record(
             date=now_iso(),
             host=probe.host or socket.gethostname(),
             device=device,
-            device_kind="gpu" if gpu_used else "cpu",
+            device_kind="" if unknown else "gpu" if gpu_used else "cpu",
             device_count=len(lease.gpus) if gpu_used else 0,
             framework_version=probe.framework_version,
             python=probe.python,

@@ -8,7 +8,7 @@ into JSON and back, :mod:`livecells.store.records`); render shows them.
 :class:`SessionOutcome` is what this build did with a session (run it, took it from the store,
 or did not run it, and why); :class:`BuildOutcome` holds them all, with this build's records.
 The orchestration makes the outcome; render and the report read it (through the build
-environment), and never decide anything again: one staleness rule (:func:`current_cells`), one
+environment), and never decide anything again: one staleness rule (:func:`current_count`), one
 count of what the pages show as failed, not run or stale (:func:`verdict`).
 
 Outputs stay Jupyter's own JSON (nbformat v4 output dicts): they are the kernel's data, shown and
@@ -108,8 +108,9 @@ class Probe:
 
     python: str = ""
     framework_version: str = ""
-    #: The framework's ``gpu_used`` expression was true in the kernel.
-    gpu_used: bool = False
+    #: The framework's ``gpu_used`` expression was true in the kernel; None: the framework
+    #: cannot say (its expression gave None).
+    gpu_used: bool | None = False
     host: str = ""
     #: ``(execution count, error)`` of the cells after which the framework's sync code failed.
     sync_errors: tuple[tuple[int, str], ...] = ()
@@ -134,7 +135,7 @@ class Probe:
         return cls(
             python=text("python"),
             framework_version=text("framework_version"),
-            gpu_used=data.get("gpu_used") is True,
+            gpu_used=None if "gpu_used" in data and data["gpu_used"] is None else data.get("gpu_used") is True,
             host=text("host"),
             sync_errors=sync_errors,
         )
@@ -174,7 +175,7 @@ def session_status(cells: Sequence[CellRecord], message: str | None = None) -> S
     return SessionStatus.OK
 
 
-def current_cells(plan_cells: Sequence[CellPlan], record: SessionRecord | None) -> int:
+def current_count(plan_cells: Sequence[CellPlan], record: SessionRecord | None) -> int:
     """How many of a session's cells (``plan_cells``, in order) still have their stored result.
 
     The one staleness rule: state flows down a session, so a stored result belongs to its cell
@@ -218,7 +219,7 @@ def verdict(
     - **failed**: the result shown is an error its ``:raises:`` does not expect, a timeout or a
       dead kernel (:meth:`CellRecord.unexpected`);
     - **not run**: no result of a run is shown (beyond the first ``shown`` cells, by default
-      :func:`current_cells`: the recorded output or a note is), or the result is "not-run";
+      :func:`current_count`: the recorded output or a note is), or the result is "not-run";
     - **stale**: the result shown was stored for another session key (``stale``: code further
       down, settings or ``:depends:`` files have changed since).
 
@@ -233,7 +234,7 @@ def verdict(
             (cell.index, None, cell) for cell in (record.cells if record else [])
         ]
     else:
-        count = current_cells(plan_cells, record) if shown is None else shown
+        count = current_count(plan_cells, record) if shown is None else shown
         results = record.cells if record is not None else []
         pairs = [
             (plan.index, plan, results[n] if n < min(count, len(results)) else None)
@@ -277,7 +278,7 @@ class SessionOutcome:
     #: here (its framework has no usable kernel: an error for CI); else "not-run".
     status: SessionStatus
     cells: int = 0  # the session's cells now
-    #: Cells whose result the page shows (see current_cells); fewer than ``cells`` when stale.
+    #: Cells whose result the page shows (see current_count); fewer than ``cells`` when stale.
     current: int = 0
     reason: str = ""  # why it did not run in this build, if it did not
     store_damaged: bool = False  # the page's store file could not be read
@@ -341,8 +342,9 @@ class BuildOutcome:
     execute: ExecuteMode = ExecuteMode.AUTO
     store: str = ""  # the store's folder
     sessions: dict[tuple[str, str], SessionOutcome] = field(default_factory=dict)
-    #: The records of the sessions this build ran, by (page, framework): the pages show them
-    #: even when the store could not be written.
+    #: The records the pages show, by (page, framework): those of the sessions this build ran
+    #: (shown even when the store could not be written), and those the build read from the
+    #: store for the sessions it took from there (each store file is read once per build).
     records: dict[tuple[str, str], SessionRecord] = field(default_factory=dict)
     ran: int = 0
     cached: int = 0

@@ -19,7 +19,7 @@ from sphinx.util import logging
 from livecells.config import WARNING_TYPE, get_config
 from livecells.model.plans import CellPlan, PagePlan, PageSettings, SessionPlan
 from livecells.model.vocabulary import StderrMode, WarningSubtype
-from livecells.read.directives import ALL, live_cell, live_settings
+from livecells.read.nodes import ALL, live_cell, live_settings
 
 logger = logging.getLogger(__name__)
 

@@ -28,10 +28,12 @@ from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
 from livecells.model.vocabulary import CellStatus, Origin
 from livecells.read.collect import plans
-from livecells.read.directives import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
-from livecells.render.results import format_seconds, groups_by_page, matched_results, page_records
+from livecells.render.results import groups_by_page, matched_results, page_records
+from livecells.render.timing import no_result_line, timing_line
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +60,6 @@ class RenderLiveCells(SphinxPostTransform):
             return
         self.config_ = get_config(_app(self))
         self.format = _app(self).builder.format
-        self.meta_done: set[tuple[int, str]] = set()
         self.outcome = outcome_of(self.env)
         # LaTeX and singlehtml assemble many pages into one tree: each page uses its own plan.
         for root, docname, page_groups in groups_by_page(self.document, groups, self.env.docname):
@@ -118,14 +119,15 @@ class RenderLiveCells(SphinxPostTransform):
             return [*out, *self._render_group_known(group, [m for m in members if m not in orphans], present)]
         return self._render_group_known(group, members, present)
 
-    def _render_member(self, member: nodes.Element, framework: str) -> list[nodes.Node]:
+    def _render_member(self, member: nodes.Element, framework: str, described: set[str]) -> list[nodes.Node]:
         if isinstance(member, live_text):
             return [self._render_text(member, framework)]
-        return self._render_cell(member, framework)
+        return self._render_cell(member, framework, described)
 
     def _render_group_known(
         self, group: live_group, members: list[nodes.Element], present: list[str]
     ) -> list[nodes.Node]:
+        described: set[str] = set()  # frameworks whose device and version a line named (once per tab)
         if self.format == "latex":
             wanted = [fw for fw in self.config_.latex_frameworks if fw in present]
             out = []
@@ -136,7 +138,7 @@ class RenderLiveCells(SphinxPostTransform):
                     )
                 for member in members:
                     if framework in self._frameworks_of(member):
-                        out.extend(self._render_member(member, framework))
+                        out.extend(self._render_member(member, framework, described))
             return out
         tab_set = _tab_set()
         tab_set.source, tab_set.line = group.source, group.line
@@ -144,7 +146,7 @@ class RenderLiveCells(SphinxPostTransform):
             children: list[nodes.Node] = []
             for member in members:
                 if framework in self._frameworks_of(member):
-                    children.extend(self._render_member(member, framework))
+                    children.extend(self._render_member(member, framework, described))
             item = self._tab_item(framework, children)
             item.source, item.line = group.source, group.line
             tab_set += item
@@ -180,6 +182,9 @@ class RenderLiveCells(SphinxPostTransform):
         classes = ["livecells-cell", *cell.get("classes", [])]
         if framework:
             classes.append(f"livecells-{framework}")
+        # What a cell shows is no math for MathJax (a stored device name, a note), but for the
+        # outputs and math nodes that checked_math marks.
+        classes += MATHJAX_IGNORE
         box = nodes.container(classes=classes)
         box.source, box.line = cell.source, cell.line
         box["ids"] = list(cell["ids"])
@@ -190,7 +195,7 @@ class RenderLiveCells(SphinxPostTransform):
             box += code
         return box
 
-    def _render_cell(self, cell: live_cell, framework: str) -> list[nodes.Node]:
+    def _render_cell(self, cell: live_cell, framework: str, described: set[str]) -> list[nodes.Node]:
         box = self._cell_container(cell, framework)
         if self.format == "latex":
             # Each framework prints its own copy; the ids belong to the first.
@@ -198,9 +203,9 @@ class RenderLiveCells(SphinxPostTransform):
         shown = self.shown.get((cell["index"], framework), Shown(Origin.RECORDED))
         if not cell["hide_output"]:
             box.extend(self._fit_recorded(self._outputs(cell, shown, framework)))
-        meta = self._meta_line(cell, shown, framework)
-        if meta is not None:
-            box += meta
+        line = self._timing_line(cell, shown, framework, described)
+        if line is not None:
+            box += line
         return [box]
 
     def _render_all_cell(self, cell: live_cell) -> list[nodes.Node]:
@@ -221,10 +226,11 @@ class RenderLiveCells(SphinxPostTransform):
                     outputs = self._fit_recorded(self._outputs(cell, shown[framework], framework))
                     tab_set += self._tab_item(framework, outputs)
                 box += tab_set
+        described: set[str] = set()  # an `all` cell is a group of its own
         for framework in frameworks:
-            meta = self._meta_line(cell, shown[framework], framework, prefix=len(frameworks) > 1)
-            if meta is not None:
-                box += meta
+            line = self._timing_line(cell, shown[framework], framework, described, prefix=len(frameworks) > 1)
+            if line is not None:
+                box += line
         return [box]
 
     def _fit_recorded(self, shown: list[nodes.Node]) -> list[nodes.Node]:
@@ -256,49 +262,33 @@ class RenderLiveCells(SphinxPostTransform):
             out.append(self.outputs.text(f"{result.ename or 'Error'}: {result.evalue}", ["livecells-error"]))
         return out
 
-    # -- the timing and provenance line -----------------------------------------------------------
+    # -- the timing line -----------------------------------------------------------------------
 
-    def _meta_line(
-        self, cell: live_cell, shown: Shown, framework: str, prefix: bool = False
+    def _timing_line(
+        self, cell: live_cell, shown: Shown, framework: str, described: set[str], prefix: bool = False
     ) -> nodes.Node | None:
-        spec = self.config_.frameworks[framework]
+        """The line under the cell (see :mod:`.timing`). ``described``: the frameworks whose
+        device and version an earlier line of the same tab named; this line adds its own."""
+        session = self.outcome.session(self.docname, framework)
         if shown.origin == Origin.RECORDED:
-            recorded = any(isinstance(n, live_recorded) for n in cell.children)
-            outcome = self.outcome.session(self.docname, framework)
-            reason = outcome.reason if outcome is not None else ""
-            if recorded and not cell["hide_output"]:
-                why = f"not run: {reason}" if reason else "not run in this build"
-                return note(f"recorded output, from the page's source ({why})", "livecells-meta")
-            if reason:
-                return note(f"not run: {reason}", "livecells-not-run")
+            recorded = not cell["hide_output"] and any(isinstance(n, live_recorded) for n in cell.children)
+            line = no_result_line(session.reason if session is not None else "", recorded)
+        elif shown.session is None or shown.result is None:
             return None
-        if shown.session is None or shown.result is None:
-            return None
-        provenance = shown.session.provenance
-        parts = []
-        if prefix:
-            parts.append(spec.label)
-        if shown.result.time is not None and not cell["no_timing"]:
-            parts.append(format_seconds(shown.result.time))
-        key = (id(cell.parent), framework)
-        if key not in self.meta_done or shown.origin == Origin.STORE:
-            self.meta_done.add(key)
-            if provenance.device:
-                parts.append(provenance.device)
-            version = provenance.framework_version
-            if version:
-                parts.append(f"{spec.version_module} {version}")
-        if shown.origin == Origin.STORE:
-            when = provenance.date.replace("T", " ").replace("+00:00", " UTC")
-            host = provenance.host
-            parts.append(f"stored result from {when}" + (f" on {host}" if host else ""))
-            outcome = self.outcome.session(self.docname, framework)
-            if outcome is not None and cell["index"] in outcome.shown.stale:
-                parts.append("made for other code, settings or :depends: files than the page has now")
-        if not parts:
-            return None
-        classes = ["livecells-meta", shown.origin.css_class]
-        return note(" · ".join(parts), *classes)
+        else:
+            spec = self.config_.frameworks[framework]
+            stored = shown.origin == Origin.STORE
+            line = timing_line(
+                None if cell["no_timing"] else shown.result.time,
+                shown.session.provenance,
+                spec.version_module,
+                label=spec.label if prefix else "",
+                environment=framework not in described,
+                stored=stored,
+                stale=stored and session is not None and cell["index"] in session.shown.stale,
+            )
+            described.add(framework)
+        return None if line is None else note(line.text, *line.classes)
 
 
 def _app(transform: SphinxPostTransform) -> Sphinx:

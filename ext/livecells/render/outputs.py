@@ -11,23 +11,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from docutils import nodes
 from sphinx.util import logging
-from sphinx.util.osutil import relative_uri
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
 from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_priority
 from livecells.model.records import CellRecord
 from livecells.model.streams import shown_outputs
-from livecells.model.text import css_name, one_line, strip_ansi
+from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.model.vocabulary import StderrMode, WarningSubtype
-from livecells.read.directives import live_cell
+from livecells.read.nodes import live_cell
 from livecells.render.ansi import ansi_to_html
-from livecells.render.markup import checked_math, latex_nodes, markdown_nodes, text_block
+from livecells.render.markup import (
+    MATHJAX_PROCESS,
+    UnsafeMath,
+    checked_math,
+    latex_nodes,
+    markdown_nodes,
+    text_block,
+)
 from livecells.store import Invalid, check_output, shown_output
 
 logger = logging.getLogger(__name__)
@@ -144,6 +152,7 @@ class Outputs:
         return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 
     def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
+        refused = ""  # math refused by the allowlist: shown as text when nothing else is
         for mime in self.priority:
             if mime not in data:
                 continue
@@ -151,8 +160,18 @@ class Outputs:
             value = data[mime]
             if isinstance(value, list) and kind.shown_as != "json":
                 value = "".join(str(v) for v in value)
+            if isinstance(value, str):  # text that no page (HTML, XHTML, LaTeX) can hold goes
+                value = xml_text(value)
             try:
                 rendered = _SHOWN_AS[kind.shown_as](self, kind, value)
+            except UnsafeMath as err:
+                logger.warning(
+                    f"a {mime} output is not shown as math: {err}; the next representation (or "
+                    "its source, as text) is shown instead",
+                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
+                )
+                refused = refused or str(value)
+                continue
             except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
@@ -162,7 +181,7 @@ class Outputs:
                 continue
             if rendered:
                 return rendered
-        return []
+        return [self.text(refused, ["livecells-result"])] if refused else []
 
     # One method per way of showing a representation (MimeType.shown_as); each gives the nodes
     # for this builder, [] when it has nothing to show.
@@ -172,7 +191,8 @@ class Outputs:
             raise TypeError("text/html is not a string")
         if not self.config.allow_html or self.format != "html":
             return [self.text(value, ["livecells-result"])]
-        markup = f'<div class="output livecells-output livecells-html">\n{value}\n</div>\n'
+        process = " ".join(MATHJAX_PROCESS)  # its math is typeset, as in JupyterLab
+        markup = f'<div class="output livecells-output livecells-html {process}">\n{value}\n</div>\n'
         return [nodes.raw("", markup, format="html")]
 
     def _image_nodes(self, kind: MimeType, value: Any) -> list[nodes.Node]:
@@ -183,10 +203,11 @@ class Outputs:
 
     def _markdown(self, kind: MimeType, value: Any) -> list[nodes.Node]:
         box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
-        return [checked_math(box, self.format)]
+        return [checked_math(box, self.format, self.config.allow_html)]
 
     def _latex(self, kind: MimeType, value: Any) -> list[nodes.Node]:
-        return [checked_math(_output_box(latex_nodes(str(value)), "livecells-latex"), self.format)]
+        box = _output_box(latex_nodes(str(value)), "livecells-latex")
+        return [checked_math(box, self.format, self.config.allow_html)]
 
     def _json(self, kind: MimeType, value: Any) -> list[nodes.Node]:
         if isinstance(value, str):
@@ -213,11 +234,7 @@ class Outputs:
         else:
             imagedir = getattr(builder, "imagedir", "_images")
             target = Path(builder.outdir) / imagedir / name
-            try:
-                base = builder.get_target_uri(self.docname)
-            except Exception:
-                base = self.docname
-            uri = relative_uri(base, f"{imagedir}/{name}")
+            uri = page_url(builder, self.docname, f"{imagedir}/{name}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             target.write_bytes(raw)
@@ -233,6 +250,18 @@ _SHOWN_AS = {
     "json": Outputs._json,
     "text": Outputs._plain,
 }
+
+
+def page_url(builder: Any, docname: str, target: str) -> str:
+    """The URL of ``target`` (a path under the output folder) from the HTML page of ``docname``,
+    quoted: pages and folders named with "#", "%", "?", spaces or non-ASCII link right. From
+    where the page is written, not from ``get_target_uri`` (quoted by html, not by dirhtml)."""
+    page = builder.config.root_doc if builder.name == "singlehtml" else docname
+    try:
+        folder = Path(builder.get_outfilename(page)).parent.relative_to(builder.outdir).as_posix()
+    except (AttributeError, ValueError):
+        folder = posixpath.dirname(page) or "."
+    return quote(posixpath.relpath(target, folder))
 
 
 def cell_location(cell: live_cell) -> str:

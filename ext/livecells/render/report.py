@@ -27,7 +27,8 @@ from livecells.config import app_of, get_config
 from livecells.model.records import SessionOutcome, outcome_of
 from livecells.model.text import one_line
 from livecells.model.vocabulary import ExecuteMode, Origin, SessionStatus
-from livecells.render.results import format_seconds
+from livecells.render.markup import MATHJAX_IGNORE
+from livecells.render.timing import format_date, format_seconds
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
@@ -68,7 +69,7 @@ def shown_row(session: SessionOutcome) -> tuple[str, ...]:
         status += f", {session.not_run} not run"
     if session.stale:
         status += f" (code changed since; {session.current} of {session.cells} cells shown)"
-    when = _shown(session.date).replace("T", " ").replace("+00:00", " UTC")
+    when = format_date(_shown(session.date))
     host = _shown(session.host)
     ran = f"{when} on {host}" if host and when else when
     origin = session.latest_origin.label
@@ -171,7 +172,8 @@ class RenderLiveReport(SphinxPostTransform):
     ) -> nodes.table:
         headers = ["Page", "Framework", "Status", "Cells", "Run time", "Device", "Ran", "From"]
         widths = [22, 10, 10, 5, 9, 12, 22, 10]  # in characters, for the text builder
-        table = nodes.table(classes=["livecells-report"])
+        # Stored text (a device's name, a reason) is no math for MathJax.
+        table = nodes.table(classes=["livecells-report", *MATHJAX_IGNORE])
         group = nodes.tgroup(cols=len(headers))
         table += group
         for width in widths:
