@@ -535,7 +535,7 @@ def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
 def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) -> None:
     spec = FrameworkSpec(name="alpha", label="Alpha", sync="raise ValueError('sync failed')", preload=("json",))
 
-    async def session() -> tuple[Any, Any, dict[str, Any]]:
+    async def session() -> tuple[Any, Any, Any]:
         async with KernelSession(spec, cwd=tmp_path) as kernel:
             where = await kernel.run_cell(
                 "import sys\nstate = sys.modules['_livecells_kernel']\n"
@@ -548,7 +548,7 @@ def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) ->
     text = "".join(o.get("text", "") for o in where.outputs)
     assert text.split() == [hook.__file__, "False", "True"]
     assert where.time is not None and 0.05 <= timed.time < 5
-    assert probe["sync_errors"] == [[1, "ValueError: sync failed"], [2, "ValueError: sync failed"]]
+    assert probe.sync_errors == ((1, "ValueError: sync failed"), (2, "ValueError: sync failed"))
 
 
 def test_a_real_kernel_times_a_cell_whole_and_never_shows_a_time_not_measured(tmp_path: Path) -> None:

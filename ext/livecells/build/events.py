@@ -26,6 +26,7 @@ from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
 from livecells.model.records import outcome_of
+from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 
@@ -112,7 +113,7 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     }
     write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals)
     if exception is None and config.raise_on_error and outcome.failures():
-        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != "off" else ""
+        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
         raise ExtensionError(
             f"livecells: the pages show {errors} cell error(s), {counted}and {outcome.failed} "
             "session(s) failed (livecells_raise_on_error = True); see the warnings above and "
@@ -131,7 +132,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     a wrong guess costs only a background import.
     """
     config = get_config(app)
-    if config.execute not in {"auto", "force"} or not config.fork_kernels or not executor_of(app).runs_locally:
+    if not config.execute.runs or not config.fork_kernels or not executor_of(app).runs_locally:
         return
     store = store_of(app)
     wanted: set[str] = set()
@@ -145,7 +146,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         if not names:
             continue
         stored = store.path(docname)
-        if config.execute == "auto" and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
+        if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
             continue
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
@@ -160,7 +161,7 @@ def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
     config = get_config(app)
     executor = executor_of(app)
-    if config.execute in {"auto", "force"}:
+    if config.execute.runs:
         # An executor that cannot run sessions (a scheduler that cannot be reached) stops the
         # build before any page is read; it may start the frameworks' kernels while Sphinx reads.
         warm = list(config.frameworks.values()) if config.fork_kernels else []
@@ -171,7 +172,7 @@ def on_builder_inited(app: Sphinx) -> None:
         if state.capacity.description:
             logger.info(f"livecells: {state.capacity.description}")
         for note in state.capacity.notes:
-            warn(note, "executor")
+            warn(note, WarningSubtype.EXECUTOR)
 
 
 def setup_build(app: Sphinx) -> None:

@@ -39,6 +39,7 @@ from livecells.model.records import (
     current_count,
     verdict,
 )
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionStatus, WarningSubtype
 from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
@@ -82,7 +83,7 @@ def executor_of(app: Sphinx) -> Executor:
             shown = repr(value)
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
             location, given = origin(app, "executor")
-            warn(f"livecells_executor = {shown}: {err}; using the default{given}", "config", location)
+            warn(f"livecells_executor = {shown}: {err}; using the default{given}", WarningSubtype.CONFIG, location)
             state.executor = executor_for("local")
             app.config.livecells_executor = "local"  # else Sphinx cannot pickle its environment
     return state.executor
@@ -111,7 +112,7 @@ def file_hashes(env: BuildEnvironment) -> FileHashes:
     return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
 
 
-def warn(message: str, subtype: str, location: Any = None) -> None:
+def warn(message: str, subtype: WarningSubtype, location: Any = None) -> None:
     logger.warning(message, type=WARNING_TYPE, subtype=subtype, location=location)
 
 
@@ -126,7 +127,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
         state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
         location, note = origin(app, "depends")
         for problem in state.book_depends[1]:
-            warn(f"livecells_depends{note}: {problem}", "depends", location)
+            warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
     book = state.book_depends[0] if config.depends else ""
     settings = RunSettings(config.timeout, config.output_limit, config.frameworks)
     return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
@@ -136,7 +137,7 @@ def session_outcome(
     session: SessionPlan,
     key: str,
     record: SessionRecord | None,
-    origin: str,
+    origin: Origin,
     *,
     reason: str = "",
     failed: bool = False,
@@ -145,7 +146,7 @@ def session_outcome(
 ) -> SessionOutcome:
     """What the pages and the report show of a session: computed once, here. ``record`` is the
     session's latest record; the page shows it unless ``origin`` is "recorded"."""
-    shown = record if origin in {"run", "store"} else None
+    shown = record if origin in {Origin.RUN, Origin.STORE} else None
     current = current_count(session.cells, shown)
     found = verdict(shown, session.cells, current, stale=shown is not None and shown.key != key)
     outcome = SessionOutcome(
@@ -153,7 +154,7 @@ def session_outcome(
         framework=session.framework,
         source=session.source,
         origin=origin,
-        status="failed" if failed else (shown.status if shown else "not-run"),
+        status=SessionStatus.FAILED if failed else (shown.status if shown else SessionStatus.NOT_RUN),
         cells=len(session.cells),
         current=current,
         reason=reason,
@@ -162,14 +163,7 @@ def session_outcome(
         shown=found,
     )
     if record is not None:
-        outcome.record_status = record.status
-        outcome.record_cells = len(record.cells)
-        outcome.stale = record.key != key
-        outcome.duration = record.duration
-        outcome.seconds = record.cell_seconds()
-        outcome.device = record.provenance.device
-        outcome.date = record.provenance.date
-        outcome.host = record.provenance.host
+        outcome.note_record(record, key)
     return outcome
 
 
@@ -200,17 +194,17 @@ class Run:
         if elsewhere is not None:
             # Sessions run on the executor's machines: what counts is the GPUs one session gets.
             gpus: list[GPU] = []
-            slots = 0 if config.device == "cpu" else elsewhere
+            slots = 0 if config.device == DeviceMode.CPU else elsewhere
         else:
-            gpus = [] if config.device == "cpu" else detect_gpus()
+            gpus = [] if config.device == DeviceMode.CPU else detect_gpus()
             slots = len(gpus)
-        if sessions and config.execute in {"auto", "force"} and elsewhere is None:
+        if sessions and config.execute.runs and elsewhere is None:
             if gpus:
                 names = ", ".join(sorted({g.name for g in gpus}))
                 logger.info(f"livecells: {len(gpus)} GPU(s) found: {names}")
-            elif config.device == "cpu":
+            elif config.device == DeviceMode.CPU:
                 logger.info("livecells: livecells_device = 'cpu': cells run on the CPU")
-            elif config.device == "gpu":
+            elif config.device == DeviceMode.GPU:
                 logger.info(
                     "livecells: no GPU found and livecells_device = 'gpu': no cell runs; the pages "
                     "show stored results, else recorded outputs"
@@ -242,9 +236,9 @@ class Run:
         except StoreProblem as problem:
             problems.append(str(problem))
             records, damaged = {}, True
-        if self.config.execute != "off":
+        if self.config.execute != ExecuteMode.OFF:
             for problem in problems:
-                warn(problem, "store", location=docname)
+                warn(problem, WarningSubtype.STORE, location=docname)
         return records, damaged
 
     def run(self) -> list[str]:
@@ -256,7 +250,7 @@ class Run:
             self.outcome.unknown_cells += sum(1 for c in page.cells if not c.frameworks and c.included(self.app.tags))
             keys[docname], problems = page_keys(self.app, page)
             for problem in problems:
-                warn(f"live-settings :depends: {problem}", "depends", docname)
+                warn(f"live-settings :depends: {problem}", WarningSubtype.DEPENDS, docname)
         pages: dict[str, tuple[dict[str, SessionRecord], bool]] = {}
         jobs: list[SessionJob] = []
         for session in sessions:
@@ -264,10 +258,10 @@ class Run:
                 pages[session.docname] = self.stored(session.docname)
             records, damaged = pages[session.docname]
             latest = records.get(session.framework)
-            if latest is not None and latest.status == "failed":
+            if latest is not None and latest.status == SessionStatus.FAILED:
                 latest = None  # a session that could not run is no result (older stores kept some)
             # With execution off, the pages show their recorded outputs: nothing stored counts.
-            stored = latest if self.config.execute != "off" else None
+            stored = latest if self.config.execute != ExecuteMode.OFF else None
             key = keys[session.docname][session.framework]
             decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
             problems = self.report_decision(session, decision)
@@ -275,7 +269,7 @@ class Run:
                 jobs.append(self.job(session, key, decision))
                 continue
             outcome = session_outcome(
-                session, key, latest, "store" if stored else "recorded",
+                session, key, latest, Origin.STORE if stored else Origin.RECORDED,
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
             self.outcome.sessions[(session.docname, session.framework)] = outcome
@@ -286,7 +280,7 @@ class Run:
                 outcome.problems += report_session(session, stored, self.config.allow_html, outcome.current, note)
             # With execution off the pages show recorded outputs by choice; a decision's own
             # warning, or a stored failure to start, already says why no cell ran.
-            if self.config.execute != "off" and not problems and not (stored and stored.message):
+            if self.config.execute != ExecuteMode.OFF and not problems and not (stored and stored.message):
                 outcome.problems += report_unshown(session, outcome, stored)
             self.outcome.failed += decision.failed
             if stored:
@@ -309,12 +303,12 @@ class Run:
             location, note = origin(self.app, "frameworks")
             warn(
                 f"livecells_frameworks[{session.framework!r}]{note}: {decision.reason}; its cells are not run",
-                "config",
+                WarningSubtype.CONFIG,
                 location,
             )
-        for subtype, message in decision.warnings:
-            warn(message, subtype, first)
-        return [Problem(subtype, first, message) for subtype, message in decision.warnings]
+        for warning in decision.warnings:
+            warn(warning.message, warning.subtype, first)
+        return [Problem(w.subtype, first, w.message) for w in decision.warnings]
 
     def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
@@ -378,16 +372,17 @@ class Run:
             # A session that could not run (its kernel did not start, a preload failed, the
             # cluster lost it) is no result of its code: shown and counted in this build, never
             # stored, so the next build tries again.
-            if record.status != "failed":
+            if record.status != SessionStatus.FAILED:
                 self.store.save_record(plan.docname, record)
         except (StoreProblem, OSError, ValueError, TypeError) as err:
-            warn(f"{plan.name}: results not stored ({err}); the pages show this build's results", "store", plan.docname)
+            message = f"{plan.name}: results not stored ({err}); the pages show this build's results"
+            warn(message, WarningSubtype.STORE, plan.docname)
         self.changed_pages.add(plan.docname)
         problems = report_session(plan, record, self.config.allow_html)
-        outcome = session_outcome(plan, job.key, record, "run", problems=problems)
+        outcome = session_outcome(plan, job.key, record, Origin.RUN, problems=problems)
         self.outcome.sessions[(plan.docname, plan.framework)] = outcome
         if not record.message:  # else its "kernel" problem says why no cell ran
             outcome.problems += report_unshown(plan, outcome, record)
         self.outcome.ran += 1
-        self.outcome.failed += record.status == "failed"
+        self.outcome.failed += record.status == SessionStatus.FAILED
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from livecells import __version__
-from livecells.model.records import verdict
+from livecells.model.records import SessionOutcome, stored_outcome
 from livecells.model.text import one_line
+from livecells.model.vocabulary import SessionStatus
 from livecells.store import OutputStore, StoreProblem
 
 
@@ -20,9 +21,9 @@ def _store(args: argparse.Namespace) -> OutputStore:
     return OutputStore(Path(args.store) if args.store else source / "_livecells")
 
 
-def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
+def session_rows(store: OutputStore) -> tuple[list[SessionOutcome], list[str]]:
     """One row per stored (page, framework) session, and the problems met reading the store."""
-    rows: list[dict[str, Any]] = []
+    rows: list[SessionOutcome] = []
     problems: list[str] = []
     for page in store.pages():
         try:
@@ -30,26 +31,26 @@ def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
         except StoreProblem as problem:
             problems.append(str(problem))
             continue
-        for framework, record in sorted(records.items()):
-            # As a build counts them (without the page: with the :raises: its run was told).
-            shown = verdict(record)
-            rows.append(
-                {
-                    "page": page,
-                    "framework": framework,
-                    "status": record.status,
-                    "cells": len(record.cells),
-                    "errors": len(shown.failed),
-                    "not_run": len(shown.not_run),
-                    "run_time": round(record.cell_seconds() or 0.0, 4),
-                    "duration": record.duration,
-                    "device": record.provenance.device,
-                    "framework_version": record.provenance.framework_version,
-                    "host": record.provenance.host,
-                    "date": record.provenance.date,
-                }
-            )
+        rows.extend(stored_outcome(page, framework, record) for framework, record in sorted(records.items()))
     return rows, problems
+
+
+def report_entry(session: SessionOutcome) -> dict[str, Any]:
+    """One stored session in ``report --json`` (and, formatted, in its table)."""
+    return {
+        "page": session.page,
+        "framework": session.framework,
+        "status": str(session.status),
+        "cells": session.cells,
+        "errors": session.errors,
+        "not_run": session.not_run,
+        "run_time": round(session.seconds or 0.0, 4),
+        "duration": session.duration,
+        "device": session.device,
+        "framework_version": session.framework_version,
+        "host": session.host,
+        "date": session.date,
+    }
 
 
 def _table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
@@ -69,20 +70,23 @@ def _fmt(value: Any) -> str:
     return "" if value is None else one_line(str(value), 80)
 
 
-def failing(rows: list[dict[str, Any]], fail_on: str) -> list[dict[str, Any]]:
+def failing(rows: list[SessionOutcome], fail_on: str) -> list[SessionOutcome]:
     """The rows that fail ``report``'s exit status: sessions that failed or have cells that
     failed (``--fail-on errors``), or also cells that did not run (``problems``, the default)."""
     if fail_on == "never":
         return []
-    counted = ("errors",) if fail_on == "errors" else ("errors", "not_run")
-    return [r for r in rows if r["status"] == "failed" or any(r[k] for k in counted)]
+    return [
+        r for r in rows
+        if r.status == SessionStatus.FAILED or r.errors or (fail_on != "errors" and r.not_run)
+    ]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    rows, problems = session_rows(_store(args))
+    sessions, problems = session_rows(_store(args))
+    rows = [report_entry(session) for session in sessions]
     for problem in problems:
         print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
-    bad = failing(rows, args.fail_on)
+    bad = failing(sessions, args.fail_on)
     if bad:
         errors, not_run = sum(r["errors"] for r in rows), sum(r["not_run"] for r in rows)
         print(

@@ -46,7 +46,8 @@ from livecells.execute.reaper import (
 )
 from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 from livecells.model.frameworks import FrameworkSpec
-from livecells.model.records import CellRecord
+from livecells.model.records import CellRecord, Probe
+from livecells.model.vocabulary import CellStatus
 
 
 @functools.cache
@@ -72,15 +73,15 @@ def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
     return f"exec(compile({program!r}, {hook.__file__!r}, 'exec'), {namespace})"
 
 
-def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The probe's user expression as data ({} if it failed)."""
+def _probe_value(result: Mapping[str, Any]) -> Probe:
+    """The probe's user expression as a :class:`Probe` (an empty one if it failed)."""
     if result.get("status") != "ok":
-        return {}
+        return Probe()
     try:  # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
         value = json.loads(ast.literal_eval(result["data"]["text/plain"]))
     except (KeyError, TypeError, ValueError, SyntaxError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return Probe()
+    return Probe.from_json(value)
 
 
 def _measured(result: Mapping[str, Any], count: Any) -> float | None:
@@ -181,7 +182,7 @@ class KernelSession:
         self.kernelspec: dict[str, str] = {}
         #: Display ids across the session's cells: a later cell's update changes an earlier one.
         self.displays = SessionDisplays()
-        self._probed: dict[str, Any] | None = None
+        self._probed: Probe | None = None
 
     async def __aenter__(self) -> KernelSession:
         try:
@@ -417,7 +418,7 @@ class KernelSession:
             await self._interrupt(msg_id, collector)
             interrupted = collector.error or {}
             return CellRecord(
-                status="timeout",
+                status=CellStatus.TIMEOUT,
                 outputs=collector.outputs,
                 error={
                     "ename": "CellTimeoutError",
@@ -429,7 +430,7 @@ class KernelSession:
         except KernelDied as died:
             self.broken = str(died)
             return CellRecord(
-                status="died",
+                status=CellStatus.DIED,
                 outputs=collector.outputs,
                 error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
             )
@@ -442,9 +443,9 @@ class KernelSession:
         if last:
             self._probed = _probe_value(values.get("probe", {}))
         elapsed = _measured(values.get("time", {}), content.get("execution_count"))
-        status = "ok" if content.get("status") == "ok" else "error"
+        status = CellStatus.OK if content.get("status") == "ok" else CellStatus.ERROR
         error = collector.error
-        if status == "error" and error is None:
+        if status == CellStatus.ERROR and error is None:
             error = {
                 "ename": content.get("ename", "Error"),
                 "evalue": content.get("evalue", ""),
@@ -473,7 +474,7 @@ class KernelSession:
             self._kill_processes()
             await self.km.shutdown_kernel(now=True)
 
-    async def probe(self) -> dict[str, Any]:
+    async def probe(self) -> Probe:
         """The session's provenance as the kernel sees it (versions, host, whether a GPU was used);
         read with the last cell when it ran with ``last=True``."""
         if self._probed is not None:

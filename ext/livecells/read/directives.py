@@ -25,6 +25,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from livecells.config import STDERR_MODES, WARNING_TYPE, app_of, get_config
+from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def warn_config(location: Any, message: str, *args: object) -> None:
 
     Type ``livecells``, subtype ``config``: ``-W`` fails on it, ``suppress_warnings`` can hide it.
     """
-    logger.warning(message, *args, location=location, type=WARNING_TYPE, subtype="config")
+    logger.warning(message, *args, location=location, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG)
 
 
 def _frameworks_argument(argument: str) -> list[str]:
@@ -58,8 +59,8 @@ def _seconds(argument: str) -> float:
     return value
 
 
-def _stderr(argument: str) -> str:
-    return directives.choice(argument, STDERR_MODES)
+def _stderr(argument: str) -> StderrMode:
+    return StderrMode(directives.choice(argument, STDERR_MODES))
 
 
 def _patterns(argument: str) -> list[str]:
@@ -121,7 +122,7 @@ class LiveCellDirective(SphinxDirective):
             hide_output="hide-output" in self.options,
             raises=self.options.get("raises"),
             timeout=self.options.get("timeout"),
-            stderr=self.options.get("stderr", "show"),
+            stderr=self.options.get("stderr", StderrMode.SHOW),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,

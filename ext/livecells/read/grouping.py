@@ -19,6 +19,7 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE
+from livecells.model.vocabulary import WarningSubtype
 from livecells.read.directives import warn_config
 from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_text
 
@@ -115,7 +116,7 @@ class GroupLiveCells(SphinxTransform):
             uri,
             location=node,
             type=WARNING_TYPE,
-            subtype="recorded",
+            subtype=WarningSubtype.RECORDED,
         )
         text = f"recorded figure {uri}: file not found"
         note = nodes.paragraph(text, text, classes=["livecells-missing"])

@@ -26,6 +26,7 @@ from sphinx_design.shared import create_component
 from livecells.config import app_of, get_config
 from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
+from livecells.model.vocabulary import CellStatus, Origin
 from livecells.read.collect import plans
 from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_settings, live_text
 from livecells.render.markup import MATHJAX_IGNORE
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 class Shown:
     """The output one cell shows for one framework, and where it came from."""
 
-    source: str  # "live", "stored", "recorded", "none"
+    origin: Origin  # recorded: no result, the page's recorded outputs (if any)
     result: CellRecord | None = None
     session: SessionRecord | None = None
 
@@ -70,7 +71,7 @@ class RenderLiveCells(SphinxPostTransform):
             sessions = page_records(self.outcome, plan) if plan is not None else {}
             matched = matched_results(plan, self.outcome, sessions, _app(self).tags) if plan is not None else {}
             self.shown = {
-                (index, fw): Shown(self._source(docname, fw), result, session)
+                (index, fw): Shown(self._origin(docname, fw), result, session)
                 for (index, fw), (result, session) in matched.items()
             }
             links = download_links(_app(self), root, docname, sessions, matched)
@@ -79,10 +80,10 @@ class RenderLiveCells(SphinxPostTransform):
             for group in page_groups:
                 group.replace_self(self._render_group(group))
 
-    def _source(self, docname: str, framework: str) -> str:
-        """"live" (run in this build) or "stored", as the build's outcome says."""
+    def _origin(self, docname: str, framework: str) -> Origin:
+        """Where a result shown comes from (this build, or the store), as the build's outcome says."""
         session = self.outcome.session(docname, framework)
-        return "live" if session is not None and session.origin == "run" else "stored"
+        return Origin.RUN if session is not None and session.origin == Origin.RUN else Origin.STORE
 
     # -- structure -----------------------------------------------------------------------------
 
@@ -199,7 +200,7 @@ class RenderLiveCells(SphinxPostTransform):
         if self.format == "latex":
             # Each framework prints its own copy; the ids belong to the first.
             cell["ids"] = []
-        shown = self.shown.get((cell["index"], framework), Shown("none"))
+        shown = self.shown.get((cell["index"], framework), Shown(Origin.RECORDED))
         if not cell["hide_output"]:
             box.extend(self._fit_recorded(self._outputs(cell, shown, framework)))
         line = self._timing_line(cell, shown, framework, described)
@@ -212,12 +213,12 @@ class RenderLiveCells(SphinxPostTransform):
         frameworks = self._frameworks_of(cell)
         if self.format == "latex":
             frameworks = [fw for fw in frameworks if fw in self.config_.latex_frameworks] or frameworks[:1]
-        shown = {fw: self.shown.get((cell["index"], fw), Shown("none")) for fw in frameworks}
+        shown = {fw: self.shown.get((cell["index"], fw), Shown(Origin.RECORDED)) for fw in frameworks}
         signatures = {fw: _signature(s.result) for fw, s in shown.items()}
         if not cell["hide_output"]:
             if len(set(signatures.values())) <= 1 or self.format == "latex":
                 first = frameworks[0] if frameworks else ""
-                box.extend(self._fit_recorded(self._outputs(cell, shown.get(first, Shown("none")), first)))
+                box.extend(self._fit_recorded(self._outputs(cell, shown.get(first, Shown(Origin.RECORDED)), first)))
             else:
                 # The frameworks disagree: show each one's output, in synced tabs.
                 tab_set = _tab_set()
@@ -250,14 +251,14 @@ class RenderLiveCells(SphinxPostTransform):
     # -- outputs -------------------------------------------------------------------------------
 
     def _outputs(self, cell: live_cell, shown: Shown, framework: str) -> list[nodes.Node]:
-        if shown.source == "none" or shown.result is None:
+        if shown.origin == Origin.RECORDED or shown.result is None:
             return _recorded_blocks(cell)
         result = shown.result
         out = self.outputs.of(cell, result, framework)
-        if result.status == "not-run":
+        if result.status == CellStatus.NOT_RUN:
             out.append(note(result.evalue or "not run", "livecells-not-run"))
             out.extend(_recorded_blocks(cell))
-        elif result.status in {"timeout", "died"}:
+        elif result.status in {CellStatus.TIMEOUT, CellStatus.DIED}:
             out.append(self.outputs.text(f"{result.ename or 'Error'}: {result.evalue}", ["livecells-error"]))
         return out
 
@@ -269,14 +270,14 @@ class RenderLiveCells(SphinxPostTransform):
         """The line under the cell (see :mod:`.timing`). ``described``: the frameworks whose
         device and version an earlier line of the same tab named; this line adds its own."""
         session = self.outcome.session(self.docname, framework)
-        if shown.source == "none":
+        if shown.origin == Origin.RECORDED:
             recorded = not cell["hide_output"] and any(isinstance(n, live_recorded) for n in cell.children)
             line = no_result_line(session.reason if session is not None else "", recorded)
         elif shown.session is None or shown.result is None:
             return None
         else:
             spec = self.config_.frameworks[framework]
-            stored = shown.source == "stored"
+            stored = shown.origin == Origin.STORE
             line = timing_line(
                 None if cell["no_timing"] else shown.result.time,
                 shown.session.provenance,

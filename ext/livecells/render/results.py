@@ -22,6 +22,7 @@ from sphinx import addnodes
 
 from livecells.model.plans import PagePlan
 from livecells.model.records import BuildOutcome, CellRecord, SessionRecord
+from livecells.model.vocabulary import Origin
 
 #: (cell index, framework) -> (the cell's result, its session's record)
 Matched = dict[tuple[int, str], tuple[CellRecord, SessionRecord]]
@@ -34,7 +35,7 @@ def page_records(outcome: BuildOutcome, plan: PagePlan) -> dict[str, SessionReco
     for framework in plan.frameworks:
         session = outcome.session(plan.docname, framework)
         record = outcome.records.get((plan.docname, framework))
-        if session is not None and record is not None and session.origin in {"run", "store"}:
+        if session is not None and record is not None and session.origin in {Origin.RUN, Origin.STORE}:
             records[framework] = record
     return records
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from livecells.model.records import Provenance
+from livecells.model.vocabulary import Origin
 
 SEPARATOR = " · "
 
@@ -70,7 +71,7 @@ def timing_line(
             parts.append("made for other code, settings or :depends: files than the page has now")
     if not parts:
         return None
-    return TimingLine(SEPARATOR.join(parts), ("livecells-meta", "livecells-stored" if stored else "livecells-live"))
+    return TimingLine(SEPARATOR.join(parts), ("livecells-meta", (Origin.STORE if stored else Origin.RUN).css_class))
 
 
 def no_result_line(reason: str, recorded: bool) -> TimingLine | None:
