@@ -237,7 +237,13 @@ class LivecellsConfig:
     )
     raise_on_error: bool = field(
         default=False,
-        metadata=_meta("An unexpected cell error fails the build.", _bool, "bool", rebuild=""),
+        metadata=_meta(
+            "The build fails at its end if a page shows an unexpected error, a cell not run or a "
+            "stale result.",
+            _bool,
+            "bool",
+            rebuild="",
+        ),
     )
     latex_framework: str = field(
         default="",
@@ -273,7 +279,7 @@ class LivecellsConfig:
     )
     output_limit: int = field(
         default=100_000,
-        metadata=_meta("Characters of text kept per cell output stream.", _positive_int, "int"),
+        metadata=_meta("Characters kept of a cell's stdout (and, apart, of its stderr).", _positive_int, "int"),
     )
     mime_priority: tuple[PriorityOverride, ...] = field(
         default=(),
@@ -295,7 +301,8 @@ class LivecellsConfig:
     env_drop: tuple[str, ...] = field(
         default=DEFAULT_ENV_DROP,
         metadata=_meta(
-            "Patterns of environment variable names kept from the kernels (secrets).",
+            "Shell-style patterns of environment variable names left out of the kernels' environment "
+            "(secrets).",
             _names,
             "list of str",
             rebuild="",
