@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,16 @@ def d2l_corpus() -> Path | None:
     candidates = [os.environ.get("LIVECELLS_D2L_CORPUS", "")]
     candidates += [str(base / "shared" / "d2l-corpus") for base in (root.parent, root.parent.parent)]
     return next((Path(c) for c in candidates if c and (Path(c) / "README.md").is_file()), None)
+
+
+def said(into: list[str]) -> Callable[[str, str], None]:
+    """A ``report`` for :func:`livecells.config.read_config` that keeps its messages in ``into``."""
+    return lambda message, name: into.append(message)
+
+
+def no_report(message: str, name: str) -> None:
+    """A ``report`` for :func:`livecells.config.read_config` where every value must be usable."""
+    raise AssertionError(f"{name}: {message}")
 
 
 def soup(path: Path) -> BeautifulSoup:

@@ -20,7 +20,7 @@ from sphinx.errors import SphinxError
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import build_site, cells, outputs, soup
+from helpers import build_site, cells, outputs, said, soup
 
 distributed = pytest.importorskip("distributed")
 
@@ -202,7 +202,7 @@ def test_an_unreachable_scheduler_is_a_clear_error(rootdir, tmp_path):
 def test_a_client_factory_is_accepted(cluster):
     local, client = cluster
     warnings: list[str] = []
-    config = read_config({"executor": lambda: client}, warnings.append)
+    config = read_config({"executor": lambda: client}, said(warnings))
     assert callable(config.executor) and not warnings
     info = check_executor(config.executor, timeout=10)
     assert (info.workers, info.threads, info.gpus_per_worker, info.slots) == (2, 2, 0, False)

@@ -23,14 +23,16 @@ from livecells.model.frameworks import (
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
 from livecells.model.records import CellRecord
 
+from helpers import no_report, said
+
 H100 = GPU(0, "NVIDIA H100", "GPU-1")
 
 
 def test_tensorflow_and_jax_are_known_but_not_default_tabs() -> None:
     assert list(DEFAULT_FRAMEWORKS) == ["pytorch", "mxnet"]
     assert set(KNOWN_FRAMEWORKS) == {"pytorch", "mxnet", "tensorflow", "jax"}
-    assert list(read_config({}, warn=pytest.fail).frameworks) == ["pytorch", "mxnet"]
-    config = read_config({"frameworks": {"jax": {}, "tensorflow": {"kernel": "d2l-tensorflow"}}}, warn=pytest.fail)
+    assert list(read_config({}, no_report).frameworks) == ["pytorch", "mxnet"]
+    config = read_config({"frameworks": {"jax": {}, "tensorflow": {"kernel": "d2l-tensorflow"}}}, no_report)
     jax, tf = config.frameworks["jax"], config.frameworks["tensorflow"]
     assert (jax.label, jax.preload, jax.sync, jax.version_module) == ("JAX", ("jax",), JAX_SYNC, "jax")
     assert (tf.label, tf.kernel, tf.sync, tf.version_module) == ("TensorFlow", "d2l-tensorflow", TENSORFLOW_SYNC, "tensorflow")
@@ -41,12 +43,12 @@ def test_tensorflow_and_jax_are_known_but_not_default_tabs() -> None:
 
 def test_an_unknown_framework_cannot_tell_its_device_and_env_is_checked() -> None:
     warnings: list[str] = []
-    config = read_config({"frameworks": {"paddle": {"env": {"X": "1"}}}}, warn=warnings.append)
+    config = read_config({"frameworks": {"paddle": {"env": {"X": "1"}}}}, said(warnings))
     paddle = config.frameworks["paddle"]
     assert (paddle.sync, paddle.gpu_used, dict(paddle.env)) == ("", "", {"X": "1"}) and not warnings
     for bad in ({"X": 1}, ["X=1"], {"": "1"}, {"A=B": "1"}):
         warnings.clear()
-        config = read_config({"frameworks": {"paddle": {"env": bad}}}, warn=warnings.append)
+        config = read_config({"frameworks": {"paddle": {"env": bad}}}, said(warnings))
         assert list(config.frameworks) == list(DEFAULT_FRAMEWORKS)
         assert any("'env' must map variable names to strings" in w for w in warnings), bad
 
@@ -72,7 +74,7 @@ def test_the_timing_line_names_the_cpu_only_where_the_framework_says_so() -> Non
 
 
 def test_a_frameworks_env_reaches_its_kernel_unless_the_build_sets_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    tf = read_config({"frameworks": {"tensorflow": {}}}, warn=pytest.fail).frameworks["tensorflow"]
+    tf = read_config({"frameworks": {"tensorflow": {}}}, no_report).frameworks["tensorflow"]
     monkeypatch.delenv("TF_FORCE_GPU_ALLOW_GROWTH", raising=False)
     env = KernelSession(tf, cwd=os.getcwd(), devices=[0])._environment()
     assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true" and env["CUDA_VISIBLE_DEVICES"] == "0"
@@ -84,7 +86,29 @@ def test_a_frameworks_env_reaches_its_kernel_unless_the_build_sets_it(monkeypatc
 def test_sync_and_gpu_used_do_nothing_where_the_framework_is_not_imported(name: str) -> None:
     import sys
 
-    spec = read_config({"frameworks": {name: {}}}, warn=pytest.fail).frameworks[name]
+    spec = read_config({"frameworks": {name: {}}}, no_report).frameworks[name]
     assert name not in sys.modules
     exec(compile(spec.sync, "<sync>", "exec"), {"sys": sys})
     assert eval(compile(spec.gpu_used, "<gpu>", "eval"), {"sys": sys}) is False
+
+
+def test_a_bad_entry_drops_that_framework_only_and_says_which() -> None:
+    warnings: list[str] = []
+    config = read_config(
+        {"frameworks": {"pytorch": {}, "paddle": {"kernal": "p"}, "jax": {"preload": ["a b"]}, "mxnet": {}}},
+        said(warnings),
+    )
+    assert list(config.frameworks) == ["pytorch", "mxnet"]
+    assert len(warnings) == 2 and all("that entry is ignored" in w for w in warnings), warnings
+    assert "framework 'paddle' has unknown keys ['kernal']" in warnings[0]
+    assert "framework 'jax': 'preload' holds 'a b'" in warnings[1]
+    # With no entry left, the default.
+    warnings.clear()
+    assert list(read_config({"frameworks": {"x": 1}}, said(warnings)).frameworks) == list(DEFAULT_FRAMEWORKS)
+    assert len(warnings) == 1 and "using the default" in warnings[0]
+
+
+@pytest.mark.parametrize("name", ["pytorch", "tensorflow", "paddle"])
+def test_a_spec_gives_back_the_settings_it_was_made_from(name: str) -> None:
+    spec = FrameworkSpec.from_settings(name, {"kernel": "k", "env": {"A": "1"}})
+    assert FrameworkSpec.from_settings(name, spec.settings()) == spec

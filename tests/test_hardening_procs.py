@@ -19,7 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import FakeKernels, build_site
+from livecells.config import get_config
+
+from helpers import FakeKernels, build_site, said
 
 # Starts the members of the class "a process that leaves its kernel's group or session": a
 # double-forked setsid daemon, a child that ignores SIGTERM, one in its own process group and one
@@ -318,7 +320,7 @@ def test_every_config_value_refuses_wrong_values_with_a_warning():
     for name, values in BAD_VALUES.items():
         for value in values:
             warnings: list[str] = []
-            config = read_config({name: value}, warnings.append)
+            config = read_config({name: value}, said(warnings))
             assert len(warnings) == 1 and f"livecells_{name}" in warnings[0], (name, value)
             assert getattr(config, name) == getattr(default, name), (name, value)
 
@@ -327,7 +329,7 @@ def test_none_and_stdlib_preloads_are_understood():
     from livecells.config import read_config
 
     warnings: list[str] = []
-    config = read_config({"frameworks": {"alpha": {"preload": None}, "beta": {"preload": ["json"]}}}, warnings.append)
+    config = read_config({"frameworks": {"alpha": {"preload": None}, "beta": {"preload": ["json"]}}}, said(warnings))
     assert warnings == []
     assert config.frameworks["alpha"].preload == () and config.frameworks["beta"].preload == ("json",)
 
@@ -356,7 +358,7 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
         number = [i for i, line in enumerate(lines, 1) if line.startswith(name)][-1]  # the last wins
         assert f"conf.py:{number}: WARNING: {name} = " in warnings, warnings
     assert "has type" not in warnings  # no second, unlocated warning from Sphinx
-    assert app.livecells_config.timeout == 600 and app.livecells_config.jobs == "auto"
+    assert get_config(app.env).timeout == 600 and get_config(app.env).jobs == "auto"
     html = (app.outdir / "page1.html").read_text()
     assert "[1]" in html and "hello" in html  # the stdlib preload ran; preload None is none
     # :timeout: nan is refused where it is written, and that cell does not run.
@@ -398,16 +400,47 @@ def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used
     assert "conf.py" not in warnings  # not set there
     default = LivecellsConfig()
     for name in BAD_OVERRIDES:
-        assert getattr(app.livecells_config, name) == getattr(default, name), name
+        assert getattr(get_config(app.env), name) == getattr(default, name), name
     good = {"timeout": "2.5", "jobs": "2", "allow_html": "false", "raise_on_error": "yes", "output_limit": "500",
             "depends": "a.txt,b/*.py", "device": "cpu", "latex_framework": "all"}  # fmt: skip
     (src / "index.rst").write_text("A cell\n======\n" + cell("print(1)", "pytorch"))
     app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={f"livecells_{k}": v for k, v in good.items()})
     assert warnings.count("WARNING") == 2, warnings  # the two patterns below, nothing else
-    config = app.livecells_config
+    config = get_config(app.env)
     assert (config.timeout, config.jobs, config.allow_html, config.raise_on_error) == (2.5, 2, False, True)
     assert (config.output_limit, config.depends) == (500, ("a.txt", "b/*.py"))
     assert "WARNING: livecells_depends (given with -D): 'a.txt' matches no file" in warnings
+
+
+CONF_WITH_A_BAD_FRAMEWORK = """
+livecells_frameworks = {
+    "alpha": {"label": "Alpha"},
+    "beta": {"label": "Beta", "sync": "x ="},
+    "gamma": {"label": "Gamma", "preload": ["json"]},
+}
+livecells_depends = ["conf.py", 3]
+"""
+
+
+def test_a_bad_framework_entry_is_dropped_at_its_conf_py_line_and_the_others_run(tmp_path, rootdir):
+    page = cell("print('from alpha')", "alpha") + cell("print('from gamma')", "gamma")
+    src = site(tmp_path, rootdir, {"page1.rst": page}, conf=CONF_WITH_A_BAD_FRAMEWORK)
+    lines = (src / "conf.py").read_text().splitlines()
+    app, warnings = build_site(src, kernels=FakeKernels())
+    for name in ("livecells_frameworks", "livecells_depends"):
+        number = [i for i, line in enumerate(lines, 1) if line.startswith(name)][-1]
+        assert f"conf.py:{number}: WARNING: {name}: " in warnings, warnings
+    assert "framework 'beta': 'sync' does not compile" in warnings and "that entry is ignored" in warnings
+    assert "entry 2 3: not a non-empty string" in warnings
+    assert warnings.count("WARNING") == 2, warnings
+    config = get_config(app.env)
+    assert list(config.frameworks) == ["alpha", "gamma"] and config.depends == ("conf.py",)
+    assert config.frameworks["gamma"].preload == ("json",)
+    # What Sphinx keeps with its environment is what is used: the next build finds no change.
+    assert list(app.config.livecells_frameworks) == ["alpha", "gamma"]
+    assert app.config.livecells_depends == ["conf.py"]
+    html = (app.outdir / "page1.html").read_text()
+    assert "from alpha" in html and "from gamma" in html
 
 
 def test_sphinx_build_with_bad_d_values_warns_and_succeeds(tmp_path, rootdir):

@@ -29,7 +29,7 @@ from livecells.model.mime import (
 )
 from livecells.render.outputs import _SHOWN_AS
 
-from helpers import build_site, cell_with, outputs, soup
+from helpers import build_site, cell_with, outputs, said, soup
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n not really a png").decode()
 #: The first cell's outputs: one bundle with HTML, an image and text; one with Markdown and text.
@@ -129,17 +129,17 @@ def test_a_bad_entry_is_refused_with_a_reason(entry):
 
 
 def test_a_bad_entry_is_dropped_and_the_good_ones_kept():
-    said: list[str] = []
+    messages: list[str] = []
     config = read_config(
         {"mime_priority": [("html", "text/plain", 0), ("html", "image/bmp", 1), ["*", "text/latex", None]]},
-        said.append,
+        said(messages),
     )
     assert config.mime_priority == (
         PriorityOverride("html", "text/plain", 0), PriorityOverride("*", "text/latex", None)
     )
-    assert len(said) == 1 and "entry 2" in said[0] and "image/bmp" in said[0], said
-    assert read_config({"mime_priority": "text/plain"}, said.append).mime_priority == ()
-    assert len(said) == 2 and "using the default" in said[1]
+    assert len(messages) == 1 and "entry 2" in messages[0] and "image/bmp" in messages[0], messages
+    assert read_config({"mime_priority": "text/plain"}, said(messages)).mime_priority == ()
+    assert len(messages) == 2 and "using the default" in messages[1]
 
 
 # -- real builds ----------------------------------------------------------------------------------

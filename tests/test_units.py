@@ -10,11 +10,13 @@ from livecells.model.streams import process_stream
 from livecells.model.text import strip_ansi
 from livecells.render.ansi import ansi_to_html
 
+from helpers import said
+
 
 def test_known_frameworks_keep_their_defaults_when_partly_configured():
     config = read_config(
         {"frameworks": {"pytorch": {"label": "Torch", "kernel": "torch-cuda"}, "paddle": {"label": "Paddle"}}},
-        warn=lambda message: None,
+        said([]),
     )
     torch = config.frameworks["pytorch"]
     assert (torch.label, torch.kernel, torch.sync, torch.preload) == ("Torch", "torch-cuda", TORCH_SYNC, ("torch",))
@@ -26,7 +28,7 @@ def test_bad_config_values_warn_and_fall_back():
     warnings: list[str] = []
     config = read_config(
         {"execute": "sometimes", "timeout": -1, "frameworks": {"all": {}}, "latex_framework": "jax"},
-        warn=warnings.append,
+        said(warnings),
     )
     assert config.execute == "auto" and config.timeout == 600
     assert list(config.frameworks) == list(DEFAULT_FRAMEWORKS)

@@ -24,7 +24,7 @@ from livecells.model.vocabulary import (
 from livecells.store.records import session_from_json, session_to_json
 from livecells.store.schema import Invalid, check_session
 
-from helpers import build_site, cell_with, outputs, soup
+from helpers import build_site, cell_with, outputs, said, soup
 
 
 def stored_session(status: object = "ok", **extra: object) -> dict:
@@ -111,12 +111,12 @@ def test_an_unknown_stored_status_is_a_located_store_warning_and_nothing_else_ch
 
 
 def test_config_modes_are_typed_and_a_bad_one_is_the_default():
-    said: list[str] = []
-    config = read_config({"execute": "cache", "device": "cpu"}, said.append)
-    assert config.execute is ExecuteMode.CACHE and not config.execute.runs and said == []
-    assert read_config({"execute": "often"}, said.append).execute is ExecuteMode.AUTO
-    assert read_config({"execute": ["auto"]}, said.append).execute is ExecuteMode.AUTO
-    assert len(said) == 2 and "must be one of 'auto', 'force', 'cache', 'off'" in said[0]
+    messages: list[str] = []
+    config = read_config({"execute": "cache", "device": "cpu"}, said(messages))
+    assert config.execute is ExecuteMode.CACHE and not config.execute.runs and messages == []
+    assert read_config({"execute": "often"}, said(messages)).execute is ExecuteMode.AUTO
+    assert read_config({"execute": ["auto"]}, said(messages)).execute is ExecuteMode.AUTO
+    assert len(messages) == 2 and "must be one of 'auto', 'force', 'cache', 'off'" in messages[0]
 
 
 def test_a_probe_keeps_only_what_has_its_type():

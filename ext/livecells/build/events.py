@@ -50,7 +50,7 @@ def on_env_get_outdated(
     """Pages to re-read although their source did not change."""
     # A page that left this build (deleted, excluded, absent from this branch) keeps its stored
     # results: a partial build must not delete what is committed; ``livecells clear`` does.
-    config = get_config(app)
+    config = get_config(app.env)
     store = store_of(app)
     outdated = []
     for docname, page in plans(env).items():
@@ -68,7 +68,7 @@ def on_env_get_outdated(
 
 def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     """Decide, run and store the sessions of this build; return the pages to rewrite."""
-    config = get_config(app)
+    config = get_config(app.env)
     run = Run(app, env)
     changed = run.run()
     seen = _seen(env)
@@ -89,7 +89,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
 
 def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     state = build_state(app)
-    config = get_config(app)
+    config = get_config(app.env)
     state.processes.close()
     outcome = outcome_of(app.env)
     if outcome.run_id != state.run_id or not outcome.sessions:
@@ -131,7 +131,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     stored results, or a source newer than them. What runs is decided after reading, by keys;
     a wrong guess costs only a background import.
     """
-    config = get_config(app)
+    config = get_config(app.env)
     if not config.execute.runs or not config.fork_kernels or not executor_of(app).runs_locally:
         return
     store = store_of(app)
@@ -159,7 +159,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
 
 def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
-    config = get_config(app)
+    config = get_config(app.env)
     executor = executor_of(app)
     if config.execute.runs:
         # An executor that cannot run sessions (a scheduler that cannot be reached) stops the

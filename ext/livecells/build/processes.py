@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sphinx.util import logging
 
-from livecells.config import conf_location
+from livecells.sphinx_util import conf_location
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
     from livecells.execute.forkserver import ForkServer

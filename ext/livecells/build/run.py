@@ -26,7 +26,7 @@ from sphinx.util import logging
 from livecells.build.problems import report_session, report_unshown
 from livecells.build.processes import Processes, sigterm_as_interrupt
 from livecells.build.progress import Progress
-from livecells.config import WARNING_TYPE, LivecellsConfig, get_config, origin
+from livecells.config import WARNING_TYPE, LivecellsConfig, get_config
 from livecells.execute.devices import GPU, detect_gpus
 from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
 from livecells.model.plans import PagePlan, SessionPlan
@@ -43,6 +43,7 @@ from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionS
 from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
+from livecells.sphinx_util import origin
 from livecells.store import OutputStore, StoreProblem, repaired
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
@@ -74,7 +75,7 @@ def executor_of(app: Sphinx) -> Executor:
     unknown scheme) is a config warning at its line, and sessions run locally."""
     state = build_state(app)
     if state.executor is None:
-        value = get_config(app).executor
+        value = get_config(app.env).executor
         try:
             state.executor = executor_for(value)
             if is_serializable(value):  # what Sphinx pickles with its environment
@@ -102,7 +103,7 @@ def _check_picklable(value: Any) -> None:
 
 
 def store_of(app: Sphinx) -> OutputStore:
-    return OutputStore(Path(app.srcdir) / get_config(app).store)
+    return OutputStore(Path(app.srcdir) / get_config(app.env).store)
 
 
 def file_hashes(env: BuildEnvironment) -> FileHashes:
@@ -120,7 +121,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     """The page's session keys (its :depends: and the book's livecells_depends files included),
     and what to warn of its :depends: patterns (none matched, a walk cut short). Unchanged
     files are not read again."""
-    config = get_config(app)
+    config = get_config(app.env)
     state = build_state(app)
     hashes = file_hashes(app.env)
     if state.book_depends is None:
@@ -173,7 +174,7 @@ class Run:
     def __init__(self, app: Sphinx, env: BuildEnvironment) -> None:
         self.app = app
         self.env = env
-        self.config: LivecellsConfig = get_config(app)
+        self.config: LivecellsConfig = get_config(app.env)
         self.state = build_state(app)
         self.store = store_of(app)
         self.outcome = BuildOutcome(

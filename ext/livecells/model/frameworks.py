@@ -2,14 +2,15 @@
 
 What livecells knows of PyTorch, MXNet, TensorFlow and JAX lives here (:data:`KNOWN_FRAMEWORKS`:
 any book that names one gets these settings for what it leaves unset); the default value of
-``livecells_frameworks`` is PyTorch and MXNet only. :mod:`livecells.config` turns the book's
-settings into :class:`FrameworkSpec` s.
+``livecells_frameworks`` is PyTorch and MXNet only. :meth:`FrameworkSpec.from_settings` turns
+one entry of the book's settings into a :class:`FrameworkSpec`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 # Code run in the kernel after every cell, before the clock stops, so that work a framework has
@@ -88,6 +89,90 @@ class FrameworkSpec:
     @property
     def version_module(self) -> str:
         return self.version_of or (self.preload[0] if self.preload else "")
+
+    def settings(self) -> dict[str, Any]:
+        """The entry of ``livecells_frameworks`` that gives this spec (the inverse of
+        :meth:`from_settings`)."""
+        return {
+            "label": self.label,
+            "kernel": self.kernel,
+            "preload": list(self.preload),
+            "sync": self.sync,
+            "gpu_used": self.gpu_used,
+            "version_of": self.version_of,
+            "env": dict(self.env),
+        }
+
+    @classmethod
+    def from_settings(cls, name: Any, settings: Any) -> FrameworkSpec:
+        """One entry of ``livecells_frameworks``, checked: a framework livecells knows keeps its
+        defaults (:data:`KNOWN_FRAMEWORKS`) for what ``settings`` leave unset. Raises
+        ``ValueError`` naming the framework and the setting that cannot be used."""
+        if not isinstance(name, str) or not name.isidentifier() or name == "all":
+            raise ValueError(f"framework name {name!r} must be an identifier other than 'all'")
+        if not isinstance(settings, Mapping):
+            raise ValueError(f"settings of framework {name!r} must be a mapping, not {settings!r}")
+        settings = {**KNOWN_FRAMEWORKS.get(name, {}), **settings}
+        unknown = set(settings) - ({f.name for f in fields(cls)} - {"name"})
+        if unknown:
+            raise ValueError(f"framework {name!r} has unknown keys {sorted(map(str, unknown))}")
+        return cls(
+            name=name,
+            label=_text(name, "label", settings.get("label", name), required=True),
+            kernel=_text(name, "kernel", settings.get("kernel", "python3"), required=True),
+            preload=_preload(name, settings.get("preload")),
+            sync=_code(name, "sync", settings.get("sync", ""), "exec"),
+            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", ""), "eval"),
+            version_of=_text(name, "version_of", settings.get("version_of", "")),
+            env=_env(name, settings.get("env")),
+        )
+
+
+def _text(name: str, key: str, value: Any, *, required: bool = False) -> str:
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ValueError(
+            f"framework {name!r}: {key!r} must be a {'non-empty ' if required else ''}string, "
+            f"not {value!r}"
+        )
+    return value
+
+
+def _code(name: str, key: str, value: Any, mode: str) -> str:
+    """A ``sync`` (statements) or ``gpu_used`` (an expression) snippet that compiles."""
+    value = _text(name, key, value)
+    try:
+        compile(value or ("pass" if mode == "exec" else "None"), f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
+    except SyntaxError as err:
+        raise ValueError(f"framework {name!r}: {key!r} does not compile: {err.msg} (line {err.lineno})") from None
+    return value
+
+
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _preload(name: str, value: Any) -> tuple[str, ...]:
+    """Modules to import before the first cell: a list, a comma string, or None (none)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [p.strip() for p in value.split(",") if p.strip()]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"framework {name!r}: 'preload' must be a list of module names, not {value!r}")
+    for module in value:
+        if not isinstance(module, str) or not MODULE_NAME.match(module):
+            raise ValueError(f"framework {name!r}: 'preload' holds {module!r}, not a module name")
+    return tuple(value)
+
+
+def _env(name: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """Variables for the kernel's environment: a mapping of names to strings."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and "=" not in k and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f"framework {name!r}: 'env' must map variable names to strings, not {value!r}")
+    return tuple(sorted(value.items()))
 
 
 KNOWN_FRAMEWORKS: dict[str, dict[str, Any]] = {

@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan | None:
-    config = get_config(app)
+    config = get_config(app.env)
     cells = list(doctree.findall(live_cell))
     if not cells:
         return None

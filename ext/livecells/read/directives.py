@@ -24,7 +24,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from livecells.config import STDERR_MODES, WARNING_TYPE, app_of, get_config
+from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
 from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
 
@@ -85,7 +85,7 @@ class LiveCellDirective(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
-        config = get_config(app_of(self.env))
+        config = get_config(self.env)
         names = _frameworks_argument(self.arguments[0])
         known = config.framework_names()
         unknown = [n for n in names if n != ALL and n not in known]
@@ -142,7 +142,7 @@ class LiveTextDirective(SphinxDirective):
     option_spec = {"class": directives.class_option}
 
     def run(self) -> list[nodes.Node]:
-        config = get_config(app_of(self.env))
+        config = get_config(self.env)
         names = _frameworks_argument(self.arguments[0])
         known = config.framework_names()
         body = self.parse_content_to_nodes(allow_section_headings=False)

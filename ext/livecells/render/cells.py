@@ -23,7 +23,7 @@ from sphinx.util import logging
 from sphinx.util.images import guess_mimetype
 from sphinx_design.shared import create_component
 
-from livecells.config import app_of, get_config
+from livecells.config import get_config
 from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
 from livecells.model.vocabulary import CellStatus, Origin
@@ -34,6 +34,7 @@ from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
 from livecells.render.results import groups_by_page, matched_results, page_records
 from livecells.render.timing import no_result_line, timing_line
+from livecells.sphinx_util import app_of
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class RenderLiveCells(SphinxPostTransform):
         groups = list(self.document.findall(live_group))
         if not groups:
             return
-        self.config_ = get_config(_app(self))
+        self.config_ = get_config(self.env)
         self.format = _app(self).builder.format
         self.outcome = outcome_of(self.env)
         # LaTeX and singlehtml assemble many pages into one tree: each page uses its own plan.

@@ -80,7 +80,7 @@ def download_links(
     plan = plans(app.env).get(docname)
     if plan is None:
         return None
-    config = get_config(app)
+    config = get_config(app.env)
     pieces = page_pieces(root)
     title = _page_title(app, docname)
     para = nodes.paragraph("", "", classes=["livecells-downloads"])
@@ -274,7 +274,7 @@ def prune_notebooks(app: Sphinx, exception: BaseException | None) -> None:
     folder = Path(app.builder.outdir) / DOWNLOAD_DIR
     if not folder.is_dir():
         return
-    config = get_config(app)
+    config = get_config(app.env)
     wanted = {
         notebook_path(docname, session.framework)
         for docname, plan in plans(app.env).items()

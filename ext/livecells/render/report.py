@@ -23,12 +23,13 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
 
-from livecells.config import app_of, get_config
+from livecells.config import get_config
 from livecells.model.records import SessionOutcome, outcome_of
 from livecells.model.text import one_line
 from livecells.model.vocabulary import ExecuteMode, Origin, SessionStatus
 from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.timing import format_date, format_seconds
+from livecells.sphinx_util import app_of
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
@@ -77,7 +78,7 @@ def shown_row(session: SessionOutcome) -> tuple[str, ...]:
 
 
 def _order(app: Sphinx, framework: str) -> int:
-    names = get_config(app).framework_names()
+    names = get_config(app.env).framework_names()
     return names.index(framework) if framework in names else len(names)
 
 
@@ -153,7 +154,7 @@ class RenderLiveReport(SphinxPostTransform):
         if not placeholders:
             return
         app = app_of(self.env)
-        config = get_config(app)
+        config = get_config(self.env)
         rows = report_rows(app)
         labels = {name: spec.label for name, spec in config.frameworks.items()}
         titles = {d: t.astext() for d, t in self.env.titles.items()}
@@ -233,7 +234,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
         (row.page, row.framework, row.seconds, row.errors, row.not_run, row.stale_cells, *shown_row(row))
         for row in report_rows(app)
     ]
-    digest = hashlib.sha256(json.dumps([shown, get_config(app).execute], sort_keys=True).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps([shown, get_config(app.env).execute], sort_keys=True).encode()).hexdigest()
     # Per builder: builders that share one environment each write their own copy of the page.
     if not hasattr(env, "livecells_report_digests"):
         env.livecells_report_digests = {}  # type: ignore[attr-defined]
