@@ -21,7 +21,7 @@ from livecells.model.frameworks import (
     FrameworkSpec,
 )
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
-from livecells.model.records import CellRecord
+from livecells.model.records import CellRecord, Probe
 
 from helpers import no_report, said
 
@@ -58,7 +58,7 @@ def _record(framework: FrameworkSpec, gpus: tuple[GPU, ...], probe: dict[str, An
     plan = SessionPlan("page", framework.name, "/page.rst", (cell,), PageSettings())
     job = SessionJob(plan, framework, "key", "env", len(gpus), 30.0, 10_000)
     result = CellRecord(status="ok", time=0.1, execution_count=1)
-    return session_record(job, Lease(gpus), {0: result}, probe, None, 1.0).provenance
+    return session_record(job, Lease(gpus), {0: result}, Probe.from_json(probe), None, 1.0).provenance
 
 
 def test_the_timing_line_names_the_cpu_only_where_the_framework_says_so() -> None:
