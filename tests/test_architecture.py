@@ -2,7 +2,7 @@
 
 Each stage is a package; a stage may import only the stages it comes after (and the shared
 ``model``), never another stage's private names; render never imports execute, plan or the
-orchestration (``build``); model, plan, store, execute, convert and cli never import Sphinx or
+orchestration (``pipeline``); model, plan, store, execute, convert and cli never import Sphinx or
 docutils, not even through another livecells module, so a Dask worker or a kernel-side program
 needs neither.
 """
@@ -28,10 +28,10 @@ ALLOWED = {
     "config": {"model", "sphinx_util"},
     "read": {"model", "config", "sphinx_util"},
     "render": {"model", "config", "read", "store", "sphinx_util"},
-    "build": {"model", "config", "read", "plan", "store", "execute", "sphinx_util"},
+    "pipeline": {"model", "config", "read", "plan", "store", "execute", "sphinx_util"},
     "convert": {"model"},
     "cli": {"model", "store", "convert"},
-    "__init__": {"config", "read", "render", "build"},
+    "__init__": {"config", "read", "render", "pipeline"},
     "__main__": {"cli"},
 }
 #: Parts that never import Sphinx or docutils, directly or through another livecells module.
@@ -113,7 +113,7 @@ def _internal_imports(on_import: bool = False) -> dict[str, set[str]]:
 
 def test_the_package_has_the_stages_of_the_pipeline():
     parts = {part_of(m) for m in modules()}
-    assert {"model", "read", "plan", "execute", "store", "render", "build", "convert", "cli"} <= parts
+    assert {"model", "read", "plan", "execute", "store", "render", "pipeline", "convert", "cli"} <= parts
     assert parts <= set(ALLOWED), f"a part the rules do not know: {parts - set(ALLOWED)}"
 
 
@@ -148,7 +148,7 @@ def test_render_never_reaches_back_into_execution_or_the_orchestration():
     graph = _internal_imports()
     for module, targets in graph.items():
         if part_of(module) == "render":
-            assert not {part_of(t) for t in targets} & {"execute", "build", "plan"}, module
+            assert not {part_of(t) for t in targets} & {"execute", "pipeline", "plan"}, module
 
 
 def test_the_sphinx_free_stages_and_pure_modules_never_import_sphinx_even_indirectly():
@@ -228,7 +228,7 @@ def test_only_an_executor_knows_its_own_implementation():
             named = [target] + [f"{target}.{name}" for name in names]
             if any(n == p or n.startswith(p + ".") for n in named for p in EXECUTOR_PACKAGES):
                 wrong.append(f"{path.relative_to(PACKAGE)}:{line}: imports {target}")
-        if part_of(module) in {"build", "config"}:
+        if part_of(module) in {"pipeline", "config"}:
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Compare) and any(
                     isinstance(c, ast.Constant) and c.value == "local" for c in [node.left, *node.comparators]
@@ -249,7 +249,7 @@ def test_no_module_imports_both_sphinx_and_jupyter_client():
 def test_the_extension_and_the_executor_registry_load_no_jupyter_client():
     """Builds that run no cell never import jupyter_client: the registry names executors by string."""
     code = (
-        "import sys, livecells, livecells.build.events, livecells.execute.executors\n"
+        "import sys, livecells, livecells.pipeline.events, livecells.execute.executors\n"
         "sys.exit('jupyter_client' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(PACKAGE.parent)})

@@ -216,8 +216,8 @@ def test_a_cell_that_did_not_run_is_no_error_of_its_own():
 def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_ran():
     """With livecells_execute = 'off' the page shows its recorded outputs, and the report still
     says how the cells last ran (the stored record); summary.json says the session was not run."""
-    from livecells.build.run import session_outcome
-    from livecells.build.summary import summary_entry
+    from livecells.pipeline.run import session_outcome
+    from livecells.pipeline.summary import summary_entry
 
     session = plan("a = 1", "b = 2")
     stored = record(session, key="k1")
@@ -237,9 +237,9 @@ def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_
 def test_the_command_line_reports_a_stored_session_in_the_rows_a_build_reports():
     """One row shape: the command line's row of a stored session is the build's row of it
     (without the page: every stored cell counts as shown), and both fail on the same things."""
-    from livecells.build.run import session_outcome
     from livecells.cli.main import failing, report_entry
     from livecells.model.records import stored_outcome
+    from livecells.pipeline.run import session_outcome
 
     session = plan("a = 1", "raise ValueError", "c = 3")
     stored = record(session)

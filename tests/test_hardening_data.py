@@ -557,8 +557,8 @@ NOT_XML = "a\x00b\x01c\x0bd\ud800e\udfffg\ufffeh\uffffi"
 def test_junit_xml_stays_xml_1_0_whatever_the_problems_hold():
     import xml.etree.ElementTree as ET
 
-    from livecells.build.summary import junit_xml
     from livecells.model.records import Problem, SessionOutcome
+    from livecells.pipeline.summary import junit_xml
 
     problem = Problem(NOT_XML, f"page{NOT_XML}.rst:3", f"boom {NOT_XML}", f"Traceback {NOT_XML}")
     failed = SessionOutcome(f"page{NOT_XML}", f"fw{NOT_XML}", f"src{NOT_XML}", "run", "error", problems=[problem])

@@ -234,8 +234,8 @@ def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(built, fake):
 
 
 def test_sessions_lease_the_gpus_found_and_a_page_asking_for_more_is_not_run(site, fake, monkeypatch):
-    from livecells.build import run
     from livecells.execute.devices import GPU
+    from livecells.pipeline import run
 
     gpus = [GPU(index=0, name="Fake GPU A"), GPU(index=1, name="Fake GPU B")]
     monkeypatch.setattr(run, "detect_gpus", lambda: gpus)

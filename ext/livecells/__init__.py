@@ -3,7 +3,7 @@
 The build runs in stages, one subpackage each, handing the next typed records (:mod:`.model`):
 :mod:`.read` (directives, each page's plan), :mod:`.plan` (session keys, what runs),
 :mod:`.execute` (kernels), :mod:`.store` (JSON files) and :mod:`.render` (pages, notebooks,
-the report). :mod:`.build` wires them to Sphinx's events; this module only registers them.
+the report). :mod:`.pipeline` wires them to Sphinx's events; this module only registers them.
 See ARCHITECTURE.md.
 """
 
@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # importing livecells (a Dask worker unpickling a job) does n
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    from livecells.build.events import setup_build
     from livecells.config import setup_config
+    from livecells.pipeline.events import setup_pipeline
     from livecells.read.collect import setup_collect
     from livecells.read.directives import setup_directives
     from livecells.read.grouping import setup_grouping
@@ -36,7 +36,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_directives(app)
     setup_grouping(app)
     setup_collect(app)
-    setup_build(app)
+    setup_pipeline(app)
     setup_render(app)
     setup_notebooks(app)
     setup_report(app)

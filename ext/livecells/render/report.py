@@ -261,6 +261,6 @@ def setup_report(app: Sphinx) -> None:
     skip = (_skip, None)
     app.add_node(live_report, html=skip, latex=skip, text=skip, man=skip, texinfo=skip)
     app.add_env_collector(ReportCollector)
-    # After the build's handler (livecells.build.events, priority 500) has run this build's sessions.
+    # After the build's handler (livecells.pipeline.events, priority 500) has run this build's sessions.
     app.connect("env-updated", on_env_updated, priority=600)
     app.add_post_transform(RenderLiveReport)

@@ -23,9 +23,6 @@ from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from livecells.build.problems import report_session, report_unshown
-from livecells.build.processes import Processes, sigterm_as_interrupt
-from livecells.build.progress import Progress
 from livecells.config import WARNING_TYPE, LivecellsConfig, get_config
 from livecells.execute.devices import GPU, detect_gpus
 from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
@@ -40,6 +37,9 @@ from livecells.model.records import (
     verdict,
 )
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionStatus, WarningSubtype
+from livecells.pipeline.problems import report_session, report_unshown
+from livecells.pipeline.processes import Processes, sigterm_as_interrupt
+from livecells.pipeline.progress import Progress
 from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
 from livecells.read.collect import plans, session_plans

@@ -5,7 +5,7 @@
   Sphinx reads, when the build will probably run cells;
 - ``env-get-outdated``: pages whose session key changed without their source changing (a
   ``:depends:`` file, the store itself) are read again;
-- ``env-updated``: :class:`livecells.build.run.Run` decides, runs and stores the sessions; the
+- ``env-updated``: :class:`livecells.pipeline.run.Run` decides, runs and stores the sessions; the
   pages whose outputs changed are handed back to Sphinx to be written;
 - ``build-finished``: the summary files, the processes closed, ``livecells_raise_on_error``.
 """
@@ -21,12 +21,12 @@ from sphinx.environment import BuildEnvironment
 from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 
-from livecells.build.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
-from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
 from livecells.model.records import outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
+from livecells.pipeline.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
+from livecells.pipeline.summary import write_summary
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 
@@ -175,7 +175,7 @@ def on_builder_inited(app: Sphinx) -> None:
             warn(note, WarningSubtype.EXECUTOR)
 
 
-def setup_build(app: Sphinx) -> None:
+def setup_pipeline(app: Sphinx) -> None:
     app.connect("builder-inited", on_builder_inited)
     app.connect("env-get-outdated", on_env_get_outdated)
     app.connect("env-before-read-docs", on_env_before_read_docs)
