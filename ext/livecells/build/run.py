@@ -127,7 +127,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
         for pattern in state.book_depends[1]:
             warn(f"livecells_depends{note}: {pattern!r} matches no file", "depends", location)
     book = state.book_depends[0] if config.depends else ""
-    settings = RunSettings(config.timeout, config.output_limit, config.frameworks)
+    settings = RunSettings(config.timeout, config.output_limit, config.frameworks, config.env_drop)
     return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
 
 
