@@ -445,14 +445,30 @@ def test_the_report_directive_and_cli_survive_bad_sessions(site):
     assert "box" in page(app, "other").select_one("table.livecells-report").get_text()
     for extra in ([], ["--json"]):
         done = livecells_cli("report", "-s", str(site), *extra)
-        assert done.returncode == 0, done.stderr
+        # What it cannot read has no result a build could show: not run, so not a pass.
+        assert done.returncode == 1, done.stderr
         assert "broken.json" in done.stderr and "'alpha'" in done.stderr
+        assert "2 store file(s) or session(s) unusable" in done.stderr
         assert "beta" in done.stdout and "Traceback" not in done.stderr
+        assert livecells_cli("report", "-s", str(site), "--fail-on", "errors", *extra).returncode == 0
     # clear -f on a damaged file: a warning, not a traceback; clear without -f removes it.
     done = livecells_cli("clear", "-s", str(site), "-f", "alpha", "broken")
     assert done.returncode == 0 and "broken.json" in done.stderr and "Traceback" not in done.stderr
     done = livecells_cli("clear", "-s", str(site), "broken")
     assert done.returncode == 0 and not (site / "_livecells" / "broken.json").exists()
+
+
+def test_the_cli_report_counts_a_session_that_did_not_start_as_failed(site):
+    """A record with a message (its kernel did not start) is a failure in a build whatever its
+    status says; the command line's exit status says so too."""
+    sessions = good_sessions()
+    sessions["alpha"]["message"] = "the kernel did not start"
+    write_store(site, "index", sessions)
+    done = livecells_cli("report", "-s", str(site), "--json")
+    assert done.returncode == 1, done.stderr
+    statuses = {(r["page"], r["framework"]): r["status"] for r in json.loads(done.stdout)}
+    assert statuses[("index", "alpha")] == "failed" and statuses[("index", "beta")] == "ok"
+    assert livecells_cli("report", "-s", str(site), "--fail-on", "errors").returncode == 1
 
 
 def test_the_cli_report_prints_no_control_characters(site):
@@ -888,7 +904,8 @@ def test_a_fifo_where_a_store_file_should_be_is_a_warning_not_a_hang(site):
     assert "other page\") out" in outputs(cell_with(soup(site.parent / "out" / "other.html"), "other page"))
     done = subprocess.run([sys.executable, "-m", "livecells", "report", "-s", str(site)],
                           capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0 and "not a regular file" in done.stderr
+    # Not a hang; and what it cannot read counts as not run, as in a build (exit status 1).
+    assert done.returncode == 1 and "not a regular file" in done.stderr
 
 
 @pytest.mark.parametrize("entry", [

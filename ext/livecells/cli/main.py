@@ -37,7 +37,9 @@ def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
                 {
                     "page": page,
                     "framework": framework,
-                    "status": record.status,
+                    # A session with a message did not run (its kernel did not start): a build
+                    # warns of it as a failure whatever status the file gives it.
+                    "status": "failed" if record.message else record.status,
                     "cells": len(record.cells),
                     "errors": len(shown.failed),
                     "not_run": len(shown.not_run),
@@ -83,19 +85,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
     bad = failing(rows, args.fail_on)
-    if bad:
+    # A file or session it cannot use has no result a build could show: its cells count as not
+    # run (a build warns of them so), never as passed.
+    unread = problems if args.fail_on == "problems" else []
+    if bad or unread:
         errors, not_run = sum(r["errors"] for r in rows), sum(r["not_run"] for r in rows)
         print(
             f"{len(bad)} stored session(s) with problems: {errors} cell error(s), {not_run} cell(s) "
-            f"not run (--fail-on {args.fail_on}; exit status 1)",
+            f"not run, {len(unread)} store file(s) or session(s) unusable (--fail-on {args.fail_on}; "
+            "exit status 1)",
             file=sys.stderr,
         )
+    failed = 1 if bad or unread else 0
     if args.json:
         print(json.dumps(rows, indent=1))
-        return 1 if bad else 0
+        return failed
     if not rows:
         print(f"no stored results in {_store(args).root}")
-        return 0
+        return failed
     columns = [
         ("page", "page"),
         ("framework", "framework"),
@@ -112,7 +119,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(_table(rows, columns))
     total = sum(r["run_time"] for r in rows)
     print(f"\n{len(rows)} session(s), {total:.2f} s of cell run time")
-    return 1 if bad else 0
+    return failed
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
@@ -168,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("problems", "errors", "never"),
         default="problems",
         help="exit with status 1 when a stored session failed or shows cell errors or cells "
-        "not run (problems, the default), only failures and cell errors (errors), or never",
+        "not run, or a store file or session cannot be used (problems, the default), only "
+        "failures and cell errors (errors), or never",
     )
     report.set_defaults(func=cmd_report)
 
