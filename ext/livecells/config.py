@@ -21,6 +21,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from livecells.model.environ import DEFAULT_ENV_DROP
+from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
 
 logger = logging.getLogger(__name__)
@@ -426,7 +427,13 @@ def _validate_on_init(app: Sphinx, config: Any) -> None:
         location, _ = origin(app, name)
         logger.warning(message, type=WARNING_TYPE, subtype="config", location=location)
 
-    app.livecells_config = read_config(values, warn, where, given)  # type: ignore[attr-defined]
+    checked = read_config(values, warn, where, given)
+    problem = store_problem(app.srcdir, checked.store)
+    if problem:
+        note = " (given with -D)" if "store" in given else ""
+        where(f"livecells_store{note} = {checked.store!r}: {problem}; using the default", "store")
+        checked = dataclasses.replace(checked, store=_raw_default("store"))
+    app.livecells_config = checked  # type: ignore[attr-defined]
     # What Sphinx keeps (pickles, and compares at the next build) is what is used.
     for name in set(given) | refused:
         setattr(config, f"livecells_{name}", _raw_default(name) if name in refused else given[name])

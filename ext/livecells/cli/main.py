@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from livecells import __version__
+from livecells.model.folders import store_problem
 from livecells.model.records import verdict
 from livecells.model.text import one_line
 from livecells.store import OutputStore, StoreProblem
@@ -17,7 +18,11 @@ from livecells.store import OutputStore, StoreProblem
 
 def _store(args: argparse.Namespace) -> OutputStore:
     source = Path(args.source_dir)
-    return OutputStore(Path(args.store) if args.store else source / "_livecells")
+    store = Path(args.store) if args.store else source / "_livecells"
+    problem = store_problem(source, str(store.resolve()))
+    if problem:  # the whole tree would be read as the store, and cleared
+        raise StoreProblem(f"--store {store}: {problem}")
+    return OutputStore(store)
 
 
 def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
@@ -200,7 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if convert_md.wants_markdown(args.input):
             return convert_md.run(args)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except StoreProblem as problem:  # a store folder that cannot be one: nothing was read
+        print(f"python -m livecells {args.command}: {one_line(str(problem), 2000)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

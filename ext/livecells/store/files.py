@@ -131,6 +131,11 @@ class OutputStore:
         try:
             with self._locked(docname):
                 if frameworks is None:
+                    if _foreign(path):
+                        raise StoreProblem(
+                            f"{path}: JSON that is not a livecells store file; left alone (is "
+                            "the store folder right?)"
+                        )
                     path.unlink(missing_ok=True)
                     return True
                 data = self.load(docname)
@@ -209,6 +214,16 @@ def _read(path: Path) -> str:
 
 def _empty(docname: str) -> dict[str, Any]:
     return {"format": FORMAT, "page": docname, "sessions": {}}
+
+
+def _foreign(path: Path) -> bool:
+    """Whether ``path`` holds JSON that is no livecells store file (a ``package.json`` in a
+    store folder given wrong), which ``clear`` must not delete. A damaged file is the store's."""
+    try:
+        data = json.loads(_read(path))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return not (isinstance(data, dict) and isinstance(data.get("sessions"), dict) and "format" in data)
 
 
 def _is_newer(path: Path) -> bool:
