@@ -73,6 +73,14 @@ def _preload(name: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _module(name: str, key: str, value: Any) -> str:
+    """A module name, or "" (none)."""
+    value = _text(name, key, value)
+    if value and not MODULE_NAME.match(value):
+        raise ConfigError(f"framework {name!r}: {key!r} is {value!r}, not a module name")
+    return value
+
+
 def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
     if not isinstance(value, Mapping) or not value:
         raise ConfigError("must be a non-empty mapping of framework name -> settings")
@@ -95,7 +103,7 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
             preload=_preload(name, settings.get("preload")),
             sync=_code(name, "sync", settings.get("sync", ""), "exec"),
             gpu_used=_code(name, "gpu_used", settings.get("gpu_used", "False"), "eval"),
-            version_of=_text(name, "version_of", settings.get("version_of", "")),
+            version_of=_module(name, "version_of", settings.get("version_of", "")),
         )
     return specs
 
