@@ -555,6 +555,10 @@ def test_clear_deletes_no_json_that_is_not_a_store_file(built):
     done = livecells_cli("clear", "-s", str(site))
     assert done.returncode == 0 and "package.json: JSON that is not a livecells store file" in done.stderr
     assert foreign.exists() and not (site / "_livecells" / "index.json").exists()
+    # A page name that leads out of the store (a damaged JSON file there is not the store's).
+    (site / "tsconfig.json").write_text('{"a": 1, // a comment\n}')
+    done = livecells_cli("clear", "-s", str(site), "../tsconfig")
+    assert "not in the store folder" in done.stderr and (site / "tsconfig.json").exists()
     (site / "settings.json").write_text("{}")
     for store in (str(site), str(site.parent)):
         done = livecells_cli("clear", "-s", str(site), "--store", store)

@@ -126,6 +126,9 @@ class OutputStore:
         Raises :class:`StoreProblem` when the file cannot be changed (or, for some frameworks'
         results, read)."""
         path = self.path(docname)
+        root = self.root.resolve()
+        if root not in path.resolve().parents:  # "../../tsconfig", "/etc/x": not the store's
+            raise StoreProblem(f"{path}: not in the store folder {root}; left alone")
         if not path.exists():
             return False
         try:
