@@ -110,7 +110,7 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
         "seconds": round(outcome.seconds, 3),
         "run_id": outcome.run_id,
     }
-    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals)
+    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals, outcome.unknown)
     if exception is None and config.raise_on_error and outcome.failures():
         counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != "off" else ""
         raise ExtensionError(

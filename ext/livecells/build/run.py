@@ -29,7 +29,7 @@ from livecells.build.progress import Progress
 from livecells.config import WARNING_TYPE, LivecellsConfig, get_config, origin
 from livecells.execute.devices import GPU, detect_gpus
 from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
-from livecells.model.plans import PagePlan, SessionPlan
+from livecells.model.plans import CellPlan, PagePlan, SessionPlan
 from livecells.model.records import (
     OUTCOME_ATTRIBUTE,
     BuildOutcome,
@@ -252,7 +252,9 @@ class Run:
         gpus, mode = self.devices(sessions)
         keys = self.keys
         for docname, page in plans(self.env).items():
-            self.outcome.unknown_cells += sum(1 for c in page.cells if not c.frameworks and c.included(self.app.tags))
+            for cell in page.cells:
+                if not cell.frameworks and cell.included(self.app.tags):
+                    self.unknown_framework(docname, cell)
             keys[docname], unmatched = page_keys(self.app, page)
             for pattern in unmatched:
                 warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
@@ -299,6 +301,17 @@ class Run:
         if jobs:
             self.execute(gpus, jobs)
         return sorted(self.changed_pages)
+
+    def unknown_framework(self, docname: str, cell: CellPlan) -> None:
+        """A cell of no framework of livecells_frameworks: shown, not run; warned every build."""
+        names = ", ".join(map(repr, cell.unknown))
+        message = (
+            f"live-cell: {f'unknown framework {names}' if names else 'no framework it names'} "
+            f"(livecells_frameworks has {', '.join(self.config.frameworks)}); the cell is shown "
+            "but not run"
+        )
+        warn(message, "config", cell.location())
+        self.outcome.unknown.append((docname, Problem("config", cell.location(), message)))
 
     def report_decision(self, session: SessionPlan, decision: Decision) -> list[Problem]:
         """Warn of what the decision says; its problems, located at the session's first cell."""

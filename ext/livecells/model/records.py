@@ -273,8 +273,8 @@ class BuildOutcome:
     skipped: int = 0
     failed: int = 0
     seconds: float = 0.0
-    #: Cells of no known framework that the pages show (not run: warned while reading).
-    unknown_cells: int = 0
+    #: Cells of no known framework that the pages show (not run), by page: each one's problem.
+    unknown: list[tuple[str, Problem]] = field(default_factory=list)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -289,7 +289,7 @@ class BuildOutcome:
         sessions = self.sessions.values()
         return (
             sum(s.errors for s in sessions),
-            sum(s.not_run for s in sessions) + self.unknown_cells,
+            sum(s.not_run for s in sessions) + len(self.unknown),
             sum(s.stale_cells for s in sessions),
         )
 
