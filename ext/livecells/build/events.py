@@ -91,7 +91,7 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     config = get_config(app)
     state.processes.close()
     outcome = outcome_of(app.env)
-    if outcome.run_id != state.run_id or not outcome.sessions:
+    if outcome.run_id != state.run_id or not (outcome.sessions or outcome.unknown):
         return  # no session in this build (or it ended before its sessions were planned)
     errors, not_run, stale = outcome.cell_counts()
     logger.info(
