@@ -17,6 +17,7 @@ is the subject; one module-scoped real-kernel build covers what only a kernel pr
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -924,3 +925,27 @@ def test_a_damaged_fingerprint_cache_is_recomputed(tmp_path, entry, monkeypatch)
     fresh = environment.Fingerprint({"python": "3"}, None, {}, "")
     monkeypatch.setattr(environment, "fingerprint", lambda fw: fresh)
     assert environment.cached_fingerprint(cache, framework) is fresh
+
+
+SCRIPTED_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
+    "<script>alert(document.domain)</script><rect width='10' height='10'/></svg>"
+)
+
+
+@pytest.mark.parametrize("allow_html", [False, True])
+def test_an_svg_from_a_cell_is_no_file_of_the_site_when_html_is_off(site, allow_html):
+    """A file of the site that a reader opens runs its scripts on the site's origin: with HTML
+    from cells off, an SVG is only ever an <img> of the page (a data: URI); on, a file as before."""
+    sessions = good_sessions()
+    svg = {"output_type": "display_data", "data": {"image/svg+xml": SCRIPTED_SVG, "text/plain": "<SVG>"}, "metadata": {}}
+    sessions["alpha"]["cells"][0]["outputs"] = [svg]
+    write_store(site, "index", sessions)
+    app, warnings = cache_build(site, allow_html=allow_html)
+    image = cell_with(page(app), 'print("first")').select_one("img.livecells-image")
+    files = list((app.outdir / "_images").glob("livecells-*.svg"))
+    if allow_html:
+        assert len(files) == 1 and image["src"] == f"_images/{files[0].name}"
+    else:
+        assert files == [] and image["src"].startswith("data:image/svg+xml;base64,")
+        assert base64.b64decode(image["src"].split(",", 1)[1]).decode() == SCRIPTED_SVG

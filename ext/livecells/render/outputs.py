@@ -230,6 +230,13 @@ class Outputs:
             )
         name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{IMAGE_TYPES[mime]}"
         builder = self.builder
+        if mime == "image/svg+xml" and not self.config.allow_html:
+            # An SVG can hold scripts: as a file of the site, a reader who opens it runs them on
+            # the site's origin. Inside the page as a data: URI it is only ever an <img> (no
+            # script runs there, and browsers open no data: URL as a page).
+            uri = "data:image/svg+xml;base64," + base64.b64encode(raw).decode("ascii")
+            image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
+            return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
         if self.format == "latex":
             target = Path(builder.outdir) / name
             uri = name
