@@ -949,3 +949,16 @@ def test_an_svg_from_a_cell_is_no_file_of_the_site_when_html_is_off(site, allow_
     else:
         assert files == [] and image["src"].startswith("data:image/svg+xml;base64,")
         assert base64.b64decode(image["src"].split(",", 1)[1]).decode() == SCRIPTED_SVG
+
+
+def test_a_warning_given_while_a_page_is_written_is_given_again_by_an_unchanged_build(site):
+    """Math refused by the allowlist is found when the page is written: a build that wrote
+    nothing (nothing changed) passed -W while the page still showed the refused math as text."""
+    sessions = good_sessions()
+    latex = {"output_type": "display_data", "data": {"text/latex": r"$\def\x{1}\x$"}, "metadata": {}}
+    sessions["alpha"]["cells"][0]["outputs"] = [latex]
+    write_store(site, "index", sessions)
+    conf = {"livecells_execute": "cache", "livecells_allow_html": False}
+    for fresh in (True, False, False):
+        _, warnings = build_site(site, freshenv=fresh, confoverrides=conf)
+        assert len([w for w in warnings_of(warnings, "output") if "is not shown as math" in w]) == 1, warnings

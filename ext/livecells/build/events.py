@@ -25,7 +25,7 @@ from livecells.build.run import Run, build_state, executor_of, file_hashes, page
 from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
-from livecells.model.records import outcome_of
+from livecells.model.records import RENDER_WARNED, outcome_of
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 
@@ -70,6 +70,14 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     config = get_config(app)
     run = Run(app, env)
     changed = run.run()
+    # Pages whose writing warned last time are written again: their warnings are this build's too.
+    warned_file = Path(app.doctreedir) / RENDER_WARNED
+    try:
+        warned = set(warned_file.read_text(encoding="utf-8").splitlines())
+        warned_file.unlink()
+    except (OSError, UnicodeDecodeError):
+        warned = set()
+    changed = sorted(set(changed) | (warned & set(plans(env))))
     seen = _seen(env)
     for docname in plans(env):
         seen[docname] = {

@@ -306,6 +306,10 @@ class BuildOutcome:
 #: The build environment's attribute that holds the build's outcome.
 OUTCOME_ATTRIBUTE = "livecells_outcome"
 
+#: The file, in the doctree folder, of the pages whose writing gave a livecells warning (one name
+#: a line): the next build writes them again, so that its warnings (and -W) say what they show.
+RENDER_WARNED = "livecells-render-warned"
+
 
 def outcome_of(env: Any) -> BuildOutcome:
     """The outcome the build keeps on its environment (an empty one before any build ran)."""

@@ -23,7 +23,7 @@ from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
 from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
-from livecells.model.records import CellRecord
+from livecells.model.records import RENDER_WARNED, CellRecord
 from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.read.directives import live_cell
@@ -64,6 +64,22 @@ class Outputs:
         self.config = config
         self.docname = docname
 
+    def warn(self, cell: live_cell, framework: str, message: str) -> None:
+        _output_warning(cell, framework, message)
+        self.warned()
+
+    def warned(self) -> None:
+        """Note that writing this page gave a warning: the next build writes it again, although
+        nothing changed, so that its warnings (and ``-W``) are given again (see RENDER_WARNED)."""
+        folder = getattr(self.builder, "doctreedir", None)
+        if folder is None:
+            return
+        try:  # one short line, appended: safe from the processes of a parallel write
+            with open(Path(folder) / RENDER_WARNED, "a", encoding="utf-8") as handle:
+                handle.write(self.docname + "\n")
+        except OSError:
+            pass  # the page is not written again by itself: as before
+
     def of(self, cell: live_cell, result: CellRecord, framework: str) -> list[nodes.Node]:
         """The nodes of a cell's outputs, in order."""
         out: list[nodes.Node] = []
@@ -93,7 +109,7 @@ class Outputs:
                 # The name goes into a class attribute: a cell can set sys.stdout.name.
                 shown_as = css_name(name)
                 why = f"a stream named {one_line(repr(name), 60)} is shown as {shown_as!r}"
-                _output_warning(cell, framework, why)
+                self.warn(cell, framework, why)
                 output = {**output, "name": shown_as}
             return self._output_nodes(cell, output)
         except Exception as err:  # noqa: BLE001 - one output never ends the build
@@ -109,7 +125,7 @@ class Outputs:
 
     def left_out(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
         why = one_line(why, 200)
-        _output_warning(cell, framework, f"an output was left out: {why}")
+        self.warn(cell, framework, f"an output was left out: {why}")
         return [note(f"[an output was left out: {why}]", "livecells-refused")]
 
     def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
@@ -174,6 +190,7 @@ class Outputs:
             try:
                 rendered = self._mime_node(mime, value)
             except UnsafeMath as err:
+                self.warned()
                 logger.warning(
                     f"a {mime} output is not shown as math: {err}; the next representation (or "
                     "its source, as text) is shown instead",
@@ -182,6 +199,7 @@ class Outputs:
                 refused = refused or str(value)
                 continue
             except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
+                self.warned()
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
                     "the next representation is shown instead",
