@@ -19,6 +19,8 @@ from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
 
+from livecells.model.records import Probe
+
 
 def d2l_corpus() -> Path | None:
     """Real d2lbook output (see its README): ``LIVECELLS_D2L_CORPUS``, or ``shared/d2l-corpus``
@@ -233,16 +235,12 @@ class InProcessSession:
             error=collector.error,
         )
 
-    async def probe(self) -> dict[str, Any]:
+    async def probe(self) -> Probe:
         import platform
         import socket
 
-        return {
-            "host": socket.gethostname(),
-            "python": platform.python_version(),
-            "framework_version": "",
-            "gpu_used": bool(self.devices),  # it "uses" the devices it was given
-        }
+        # It "uses" the devices it was given.
+        return Probe(host=socket.gethostname(), python=platform.python_version(), gpu_used=bool(self.devices))
 
     async def shutdown(self) -> None:
         self.namespace.clear()

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from sphinx.testing.util import SphinxTestApp
 
-from livecells.cli.convert import convert_text
+from livecells.convert.rst import convert_text
 
 from helpers import FakeKernels, build_site, soup
 

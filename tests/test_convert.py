@@ -1,4 +1,4 @@
-"""Tests for ``python -m livecells convert`` (``livecells.cli.convert``).
+"""Tests for ``python -m livecells convert`` on d2lbook RST (``livecells.convert.rst``, ``.tree``).
 
 Fixtures in ``tests/data/convert/``:
 
@@ -23,7 +23,6 @@ lacks are attacked at the end of this file.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -31,7 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from livecells.cli.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
+from livecells.cli.main import main
+from livecells.convert.rst import ConvertResult, convert_text
+from livecells.convert.tree import convert_tree
 
 from helpers import build_site, soup
 
@@ -462,19 +463,15 @@ def test_convert_tree_copies_linked_folders_and_refuses_loops_and_broken_links(t
     assert f"{src}/img: a link to {shared}: not converted in place (it lies outside the tree)" in said
 
 
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="livecells")
-    add_subcommand(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(["convert", *argv])
+def run(*argv: str) -> int:
+    return main(["convert", *argv])
 
 
 def test_cli_file_to_stdout_with_warnings_on_stderr(tmp_path: Path, capsys) -> None:
     path = tmp_path / "ch.rst"
     stray = "\nProse.\n\n.. parsed-literal::\n    :class: output\n\n    stray\n"
     path.write_text(read(UNTABBED) + stray, encoding="utf-8")
-    args = parse(str(path), "--default-framework", "mxnet")
-    assert args.func is run
-    assert args.func(args) == 0
+    assert run(str(path), "--default-framework", "mxnet") == 0
     captured = capsys.readouterr()
     assert cell_frameworks(captured.out) == ["mxnet", "mxnet"]
     warning, summary = captured.err.splitlines()
@@ -487,10 +484,10 @@ def test_cli_file_to_stdout_with_warnings_on_stderr(tmp_path: Path, capsys) -> N
 
 def test_cli_file_and_directory_to_output(tmp_path: Path, capsys) -> None:
     out = tmp_path / "ch.out.rst"
-    assert run(parse(str(TABBED), "-o", str(out))) == 0
+    assert run(str(TABBED), "-o", str(out)) == 0
     assert read(out) == read(DATA / "async-computation.expected.rst")
     make_book(tmp_path / "book")
-    assert run(parse(str(tmp_path / "book"), "--output", str(tmp_path / "html_src"))) == 0
+    assert run(str(tmp_path / "book"), "--output", str(tmp_path / "html_src")) == 0
     assert (tmp_path / "html_src" / "chapter_perf" / "async.rst").exists()
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -498,15 +495,15 @@ def test_cli_file_and_directory_to_output(tmp_path: Path, capsys) -> None:
 
 
 def test_cli_errors(tmp_path: Path, capsys) -> None:
-    assert run(parse(str(tmp_path / "missing.rst"))) == 2
-    assert run(parse(str(tmp_path))) == 2  # a directory needs -o
+    assert run(str(tmp_path / "missing.rst")) == 2
+    assert run(str(tmp_path)) == 2  # a directory needs -o
     bad = tmp_path / "latin1.rst"
     bad.write_bytes("caf\xe9\n".encode("latin-1"))
-    assert run(parse(str(bad))) == 2
+    assert run(str(bad)) == 2
     book = tmp_path / "book"
     book.mkdir()
     (book / "bad.rst").write_bytes(b"\xff\xfe\xfa")
-    assert run(parse(str(book), "-o", str(tmp_path / "out"))) == 2
+    assert run(str(book), "-o", str(tmp_path / "out")) == 2
     assert capsys.readouterr().err.count("livecells convert:") == 4
 
 

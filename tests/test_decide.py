@@ -13,9 +13,10 @@ from livecells.model.records import (
     Provenance,
     SessionRecord,
     Verdict,
-    current_cells,
+    current_count,
     verdict,
 )
+from livecells.model.vocabulary import Origin, SessionStatus, WarningMessage, WarningSubtype
 from livecells.plan.decide import Decision, Environment, Mode, decide
 
 ENV = Environment(digest="env-1")
@@ -56,7 +57,10 @@ def test_a_page_that_needs_more_gpus_than_a_session_can_lease_is_not_run_with_a_
     decision = decide(plan("x = 1", gpus=2), "k1", None, Mode(gpu_slots=1), never)
     assert not decision.run and decision.reason == "the page needs 2 GPU(s); 1 are available"
     assert decision.warnings == (
-        ("device", "page [alpha]: the page needs 2 GPU(s) (live-settings :gpus:) but 1 are available; the page is not run"),
+        WarningMessage(
+            WarningSubtype.DEVICE,
+            "page [alpha]: the page needs 2 GPU(s) (live-settings :gpus:) but 1 are available; the page is not run",
+        ),
     )
 
 
@@ -64,7 +68,8 @@ def test_an_unusable_kernel_is_a_failure_with_a_warning_not_a_run():
     bad = Environment(problem="no kernelspec named 'nope'")
     decision = decide(plan("x = 1"), "k1", None, Mode(), lambda: bad)
     assert (decision.run, decision.failed, decision.reason) == (False, True, "no kernelspec named 'nope'")
-    assert decision.warnings == (("kernel", "page [alpha]: not run: no kernelspec named 'nope'"),)
+    expected = WarningMessage(WarningSubtype.KERNEL, "page [alpha]: not run: no kernelspec named 'nope'")
+    assert decision.warnings == (expected,)
 
 
 def test_auto_keeps_a_result_made_for_the_same_key_and_environment():
@@ -99,14 +104,14 @@ def test_a_gpu_result_is_never_replaced_by_a_cpu_run_of_the_same_code():
     assert decide(session, "k1", cpu_result, Mode(gpu_slots=1), lambda: ENV).run  # a GPU now: runs
 
 
-def test_current_cells_is_the_unchanged_prefix():
+def test_current_count_is_the_unchanged_prefix():
     before = plan("a = 1", "b = 2", "c = 3")
     stored = record(before)
-    assert current_cells(before.cells, stored) == 3
-    assert current_cells(plan("a = 1", "B = 2", "c = 3").cells, stored) == 1
-    assert current_cells(plan("A = 1", "b = 2", "c = 3").cells, stored) == 0
-    assert current_cells(plan("a = 1", "b = 2", "c = 3", "d = 4").cells, stored) == 3
-    assert current_cells(before.cells, None) == 0
+    assert current_count(before.cells, stored) == 3
+    assert current_count(plan("a = 1", "B = 2", "c = 3").cells, stored) == 1
+    assert current_count(plan("A = 1", "b = 2", "c = 3").cells, stored) == 0
+    assert current_count(plan("a = 1", "b = 2", "c = 3", "d = 4").cells, stored) == 3
+    assert current_count(before.cells, None) == 0
 
 
 def test_errors_are_counted_once_the_same_way_with_and_without_the_plan():
@@ -227,6 +232,31 @@ def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_
     assert shown.shown == Verdict(not_run=(1,), stale=(0,))
     failed = session_outcome(session, "k1", stored, "store", reason="no kernelspec", failed=True)
     assert (failed.status, failed.record_status, failed.current) == ("failed", "ok", 2)
+
+
+def test_the_command_line_reports_a_stored_session_in_the_rows_a_build_reports():
+    """One row shape: the command line's row of a stored session is the build's row of it
+    (without the page: every stored cell counts as shown), and both fail on the same things."""
+    from livecells.build.run import session_outcome
+    from livecells.cli.main import failing, report_entry
+    from livecells.model.records import stored_outcome
+
+    session = plan("a = 1", "raise ValueError", "c = 3")
+    stored = record(session)
+    stored.cells[1] = CellRecord("error", index=1, code_sha=session.cells[1].code_sha, time=0.5,
+                                 error={"ename": "ValueError", "evalue": "", "traceback": []})
+    stored.provenance = Provenance(device="CPU X", framework_version="1.2", date="2026-01-01T00:00:00+00:00", host="h")
+    built = session_outcome(session, "k1", stored, Origin.STORE)
+    cli = stored_outcome("page", "alpha", stored)
+    assert type(built) is type(cli) and built.latest_origin == cli.latest_origin == Origin.STORE
+    fields = ("status", "record_status", "cells", "current", "stale", "errors", "not_run", "seconds", "duration",
+              "device", "framework_version", "date", "host")
+    for name in fields:
+        assert getattr(built, name) == getattr(cli, name), name
+    assert report_entry(cli)["run_time"] == 0.5 and report_entry(cli)["errors"] == 1
+    assert failing([cli], "errors") == [cli] and failing([cli], "never") == []
+    could_not_run = stored_outcome("page", "alpha", SessionRecord("alpha", "k", "e", SessionStatus.FAILED))
+    assert failing([could_not_run], "errors") == [could_not_run]
 
 
 def test_the_verdict_counts_each_shown_cell_once_wherever_its_result_came_from():

@@ -305,6 +305,8 @@ BAD_VALUES = {
     "fork_kernels": ["no", None],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
+    "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
+                      [("*", "text/plain", "1")], [["", "text/plain", 1]]],
     "env_drop": [3, [1], [""], None, {"A": 1}],
 }
 
@@ -376,7 +378,7 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
 BAD_OVERRIDES = {
     "frameworks": "x", "execute": "nope", "device": "cuda", "timeout": "abc", "jobs": "0",
     "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
-    "executor": "", "fork_kernels": "2", "output_limit": "1.5",
+    "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
 }  # fmt: skip
 
 

@@ -104,7 +104,7 @@ def test_the_report_counts_what_it_placed(compared):
 
 
 def test_a_caption_with_no_table_is_kept_as_written_and_located():
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     source = "# T\n\nText.\n\n:A caption\n:label:`tab_x`\n\nMore text.\n\n: not one,\n  two lines\n\nEnd.\n"
     result = convert_markdown(source, tabs=TABS, source="ch.md")
@@ -114,7 +114,7 @@ def test_a_caption_with_no_table_is_kept_as_written_and_located():
 
 
 def test_a_labelled_image_without_caption_is_a_figure_with_a_located_note():
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     result = convert_markdown("# T\n\n![](../img/x.svg)\n:label:`fig_x`\n", tabs=TABS, source="ch.md")
     assert result.text == "# T\n\n```{figure} ../img/x.svg\n:name: fig_x\n```\n"
@@ -122,7 +122,7 @@ def test_a_labelled_image_without_caption_is_a_figure_with_a_located_note():
 
 
 def test_math_in_code_spans_is_text():
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     result = convert_markdown("# T\n\nWrite `$$x$$` for display math, as $$y$$ here.\n", tabs=TABS)
     assert result.text == "# T\n\nWrite `$$x$$` for display math, as\n\n$$y$$\n\nhere.\n"
@@ -130,7 +130,7 @@ def test_math_in_code_spans_is_text():
 
 
 def test_converting_a_converted_excerpt_changes_nothing(compared):
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     for path in sorted(SHAPES.glob("*.md")):
         once = (compared["book"] / path.name).read_text(encoding="utf-8")

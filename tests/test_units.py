@@ -13,13 +13,13 @@ from livecells.render.ansi import ansi_to_html
 
 def test_known_frameworks_keep_their_defaults_when_partly_configured():
     config = read_config(
-        {"frameworks": {"pytorch": {"label": "Torch", "kernel": "torch-cuda"}, "jax": {"label": "JAX"}}},
+        {"frameworks": {"pytorch": {"label": "Torch", "kernel": "torch-cuda"}, "paddle": {"label": "Paddle"}}},
         warn=lambda message: None,
     )
     torch = config.frameworks["pytorch"]
     assert (torch.label, torch.kernel, torch.sync, torch.preload) == ("Torch", "torch-cuda", TORCH_SYNC, ("torch",))
-    assert config.frameworks["jax"].sync == "" and config.frameworks["jax"].kernel == "python3"
-    assert list(config.frameworks) == ["pytorch", "jax"]
+    assert config.frameworks["paddle"].sync == "" and config.frameworks["paddle"].kernel == "python3"
+    assert list(config.frameworks) == ["pytorch", "paddle"]
 
 
 def test_bad_config_values_warn_and_fall_back():

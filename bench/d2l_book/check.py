@@ -6,7 +6,7 @@ Python is one with ``d2lbook==1.0.3`` installed, and pandoc on PATH (d2lbook's R
 
 1. d2lbook's side (``d2lbook_oracle.py``, run with d2lbook's Python): per page and per tab of the
    book's ``config.ini``, the code cells d2lbook runs, and the RST ``d2lbook build rst`` writes.
-2. livecells' side: the book converted (markdown route, ``convert_markdown_tree``), then built by
+2. livecells' side: the book converted (markdown route, ``convert_tree(..., markdown=True)``), then built by
    Sphinx with execution off (myst-parser, sphinxcontrib-bibtex, the conf of
    docs/migrating-d2l.rst's markdown section), each page's plan and doctree read.
 3. Compared: every tab's cells, in order; and what a reader sees of d2lbook's RST: figures with a
@@ -137,11 +137,11 @@ def build(src: Path, out: Path, tabs: list[str], parallel: int = 2):
     from docutils import nodes
     from sphinx.application import Sphinx
 
-    from livecells.cli.convert_md import convert_markdown_tree
+    from livecells.convert.tree import convert_tree
     from livecells.read.collect import plans
 
     book = out / "book"
-    results = convert_markdown_tree(src, book, tabs=tabs)
+    results = convert_tree(src, book, markdown=True, tabs=tabs)
     frontpage = src / "static" / "frontpage" / "frontpage.html"
     if frontpage.is_file():  # d2l-en's build_html.sh copies it beside index.md, which includes it
         shutil.copy(frontpage, book / "frontpage.html")

@@ -23,6 +23,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     from livecells.config import setup_config
     from livecells.read.collect import setup_collect
     from livecells.read.directives import setup_directives
+    from livecells.read.grouping import setup_grouping
+    from livecells.read.nodes import setup_nodes
     from livecells.render.cells import setup_render
     from livecells.render.latex import setup_latex
     from livecells.render.notebooks import setup_notebooks
@@ -30,7 +32,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
 
     app.setup_extension("sphinx_design")
     setup_config(app)
+    setup_nodes(app)
     setup_directives(app)
+    setup_grouping(app)
     setup_collect(app)
     setup_build(app)
     setup_render(app)

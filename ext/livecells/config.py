@@ -22,19 +22,30 @@ from sphinx.util import logging
 
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.folders import store_problem
-from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
+from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
+from livecells.model.mime import PriorityOverride, priority_override
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
 
 logger = logging.getLogger(__name__)
 
 WARNING_TYPE = "livecells"
 
-EXECUTE_MODES = ("auto", "force", "cache", "off")
-DEVICE_MODES = ("auto", "gpu", "cpu")
-STDERR_MODES = ("show", "hide", "warn")
+EXECUTE_MODES = ExecuteMode.words()
+DEVICE_MODES = DeviceMode.words()
+STDERR_MODES = StderrMode.words()
 
 
 class ConfigError(ValueError):
     """A config value that cannot be used; the message names the value."""
+
+
+class EntriesDropped(ConfigError):
+    """Some entries of a list value cannot be used: each is reported and dropped, the rest kept."""
+
+    def __init__(self, kept: Any, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.kept = kept
+        self.problems = problems
 
 
 def _text(name: str, key: str, value: Any, *, required: bool = False) -> str:
@@ -50,7 +61,7 @@ def _code(name: str, key: str, value: Any, mode: str) -> str:
     """A ``sync`` (statements) or ``gpu_used`` (an expression) snippet that compiles."""
     value = _text(name, key, value)
     try:
-        compile(value or "pass", f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
+        compile(value or ("pass" if mode == "exec" else "None"), f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
     except SyntaxError as err:
         raise ConfigError(f"framework {name!r}: {key!r} does not compile: {err.msg} (line {err.lineno})") from None
     return value
@@ -81,6 +92,17 @@ def _module(name: str, key: str, value: Any) -> str:
     return value
 
 
+def _env(name: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """Variables for the kernel's environment: a mapping of names to strings."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and "=" not in k and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ConfigError(f"framework {name!r}: 'env' must map variable names to strings, not {value!r}")
+    return tuple(sorted(value.items()))
+
+
 def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
     if not isinstance(value, Mapping) or not value:
         raise ConfigError("must be a non-empty mapping of framework name -> settings")
@@ -92,7 +114,7 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
         if not isinstance(settings, Mapping):
             raise ConfigError(f"settings of framework {name!r} must be a mapping")
         # A framework livecells knows keeps its defaults (sync, gpu_used, ...) for what is unset.
-        settings = {**DEFAULT_FRAMEWORKS.get(name, {}), **settings}
+        settings = {**KNOWN_FRAMEWORKS.get(name, {}), **settings}
         unknown = set(settings) - known
         if unknown:
             raise ConfigError(f"framework {name!r} has unknown keys {sorted(unknown)}")
@@ -102,17 +124,18 @@ def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
             kernel=_text(name, "kernel", settings.get("kernel", "python3"), required=True),
             preload=_preload(name, settings.get("preload")),
             sync=_code(name, "sync", settings.get("sync", ""), "exec"),
-            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", "False"), "eval"),
+            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", ""), "eval"),
             version_of=_module(name, "version_of", settings.get("version_of", "")),
+            env=_env(name, settings.get("env")),
         )
     return specs
 
 
-def _choice(*choices: str) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in choices:
-            raise ConfigError(f"must be one of {', '.join(map(repr, choices))}")
-        return value
+def _choice(vocabulary: type[Vocabulary]) -> Callable[[Any], Vocabulary]:
+    def check(value: Any) -> Vocabulary:
+        if not isinstance(value, str) or value not in vocabulary.words():
+            raise ConfigError(f"must be one of {', '.join(map(repr, vocabulary.words()))}")
+        return vocabulary(value)
 
     return check
 
@@ -180,6 +203,24 @@ _patterns = _strings("glob patterns (strings), relative to the source dir")
 _names = _strings("patterns of environment variable names (strings)")
 
 
+def _mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
+    """(builder, mime type, priority) entries, checked one by one (see :mod:`livecells.model.mime`)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ConfigError("must be a list of (builder, mime type, priority) tuples")
+    kept: list[PriorityOverride] = []
+    problems: list[str] = []
+    for number, entry in enumerate(value, 1):
+        try:
+            kept.append(priority_override(entry))
+        except ValueError as err:
+            shown = repr(entry)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            problems.append(f"entry {number} {shown}: {err}")
+    if problems:
+        raise EntriesDropped(tuple(kept), problems)
+    return tuple(kept)
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError("must be True or False")
@@ -202,15 +243,18 @@ class LivecellsConfig:
 
     frameworks: dict[str, FrameworkSpec] = field(
         default_factory=lambda: _frameworks(DEFAULT_FRAMEWORKS),
-        metadata=_meta("ordered map: name -> {label, kernel, preload, sync}", _frameworks),
+        metadata=_meta(
+            "ordered map: name -> {label, kernel, preload, sync, gpu_used, version_of, env}",
+            _frameworks,
+        ),
     )
-    execute: str = field(
-        default="auto",
-        metadata=_meta("auto | force | cache | off", _choice(*EXECUTE_MODES), rebuild=""),
+    execute: ExecuteMode = field(
+        default=ExecuteMode.AUTO,
+        metadata=_meta("auto | force | cache | off", _choice(ExecuteMode), rebuild=""),
     )
-    device: str = field(
-        default="auto",
-        metadata=_meta("auto | gpu | cpu", _choice(*DEVICE_MODES), rebuild=""),
+    device: DeviceMode = field(
+        default=DeviceMode.AUTO,
+        metadata=_meta("auto | gpu | cpu", _choice(DeviceMode), rebuild=""),
     )
     timeout: float = field(
         default=600, metadata=_meta("seconds per cell", _positive_number, rebuild="")
@@ -257,6 +301,14 @@ class LivecellsConfig:
         default=100_000,
         metadata=_meta("characters of text kept per cell output stream", _positive_int),
     )
+    mime_priority: tuple[PriorityOverride, ...] = field(
+        default=(),
+        metadata=_meta(
+            "(builder, mime type, priority) entries that change which output representation a "
+            "builder shows (lower first; None: never)",
+            _mime_priority,
+        ),
+    )
     depends: tuple[str, ...] = field(
         default=(),
         metadata=_meta(
@@ -291,12 +343,19 @@ CONFIG_FIELDS = {f.name: f for f in dataclasses.fields(LivecellsConfig)}
 def _raw_default(name: str) -> Any:
     if name == "frameworks":
         return DEFAULT_FRAMEWORKS
-    if name == "depends":
+    if name in {"depends", "mime_priority"}:
         return []
     if name == "env_drop":
         return list(DEFAULT_ENV_DROP)
     f = CONFIG_FIELDS[name]
-    return f.default
+    return str(f.default) if isinstance(f.default, Vocabulary) else f.default
+
+
+def _raw_used(name: str, used: LivecellsConfig) -> Any:
+    """The raw value of a refused ``name``: its default, or the entries kept of a list value."""
+    if name == "mime_priority":
+        return [(o.builder, o.mime, o.priority) for o in used.mime_priority]
+    return _raw_default(name)
 
 
 def _default_of_config(name: str, config: Any) -> Any:
@@ -349,6 +408,10 @@ def read_config(
             continue
         try:
             kwargs[name] = f.metadata["validate"](values[name])
+        except EntriesDropped as err:
+            kwargs[name] = err.kept
+            for problem in err.problems:
+                say(f"{named(name)}: {problem}; that entry is ignored", name)
         except ConfigError as err:
             shown = repr(values[name])
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
@@ -428,12 +491,12 @@ def _validate_on_init(app: Sphinx, config: Any) -> None:
     refused: set[str] = set()
 
     def warn(message: str) -> None:
-        logger.warning(message, type=WARNING_TYPE, subtype="config")
+        logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG)
 
     def where(message: str, name: str) -> None:
         refused.add(name)
         location, _ = origin(app, name)
-        logger.warning(message, type=WARNING_TYPE, subtype="config", location=location)
+        logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG, location=location)
 
     checked = read_config(values, warn, where, given)
     problem = store_problem(app.srcdir, checked.store)
@@ -444,7 +507,7 @@ def _validate_on_init(app: Sphinx, config: Any) -> None:
     app.livecells_config = checked  # type: ignore[attr-defined]
     # What Sphinx keeps (pickles, and compares at the next build) is what is used.
     for name in set(given) | refused:
-        setattr(config, f"livecells_{name}", _raw_default(name) if name in refused else given[name])
+        setattr(config, f"livecells_{name}", _raw_used(name, app.livecells_config) if name in refused else given[name])
 
 
 def app_of(env: Any) -> Sphinx:

@@ -26,6 +26,7 @@ from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
 from livecells.model.records import RENDER_WARNED, outcome_of
+from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 
@@ -120,7 +121,7 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     }
     write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals, outcome.unknown)
     if exception is None and config.raise_on_error and outcome.failures():
-        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != "off" else ""
+        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
         raise ExtensionError(
             f"livecells: the pages show {errors} cell error(s), {counted}and {outcome.failed} "
             "session(s) failed (livecells_raise_on_error = True); see the warnings above and "
@@ -139,7 +140,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     a wrong guess costs only a background import.
     """
     config = get_config(app)
-    if config.execute not in {"auto", "force"} or not config.fork_kernels or not executor_of(app).runs_locally:
+    if not config.execute.runs or not config.fork_kernels or not executor_of(app).runs_locally:
         return
     store = store_of(app)
     wanted: set[str] = set()
@@ -153,12 +154,12 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         if not names:
             continue
         stored = store.path(docname)
-        if config.execute == "auto" and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
+        if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
             continue
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
-    server = build_state(app).processes.fork_server(config.env_drop)
+    server = build_state(app).processes.fork_server(config.env_drop, app.confdir)
     for name in config.framework_names():
         if name in wanted:
             server.prepare(config.frameworks[name])
@@ -168,7 +169,7 @@ def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
     config = get_config(app)
     executor = executor_of(app)
-    if config.execute in {"auto", "force"}:
+    if config.execute.runs:
         # An executor that cannot run sessions (a scheduler that cannot be reached) stops the
         # build before any page is read; it may start the frameworks' kernels while Sphinx reads.
         warm = list(config.frameworks.values()) if config.fork_kernels else []
@@ -179,7 +180,7 @@ def on_builder_inited(app: Sphinx) -> None:
         if state.capacity.description:
             logger.info(f"livecells: {state.capacity.description}")
         for note in state.capacity.notes:
-            warn(note, "executor")
+            warn(note, WarningSubtype.EXECUTOR)
 
 
 def setup_build(app: Sphinx) -> None:

@@ -16,6 +16,7 @@ from livecells.config import WARNING_TYPE
 from livecells.model.plans import CellPlan, SessionPlan
 from livecells.model.records import CellRecord, Problem, SessionOutcome, SessionRecord
 from livecells.model.text import one_line, strip_ansi
+from livecells.model.vocabulary import CellStatus, StderrMode, WarningMessage, WarningSubtype
 
 logger = logging.getLogger(__name__)
 
@@ -23,22 +24,25 @@ logger = logging.getLogger(__name__)
 MAX_WARNING = 1000
 
 
-def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[tuple[str, str]]:
-    """What was cut, refused or replaced in a cell's outputs, as (warning subtype, message)."""
-    found = []
+def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[WarningMessage]:
+    """What was cut, refused or replaced in a cell's outputs."""
+    found: list[WarningMessage] = []
     for output in outputs:
+        said = []
         if output.get("truncated"):
-            found.append(("output", f"{output.get('name')} output truncated (livecells_output_limit)"))
+            said.append(f"{output.get('name')} output truncated (livecells_output_limit)")
         if output.get("livecells_note"):
-            found.append(("output", output.get("text", "").strip("[]\n")))
+            said.append(output.get("text", "").strip("[]\n"))
         if output.get("livecells_refused"):
-            found.append(("output", output["livecells_refused"]))
+            said.append(output["livecells_refused"])
         if "\ufffd" in output.get("text", ""):
-            found.append(("output", f"{output.get('name')} held bytes that are not UTF-8 (shown as \ufffd)"))
+            said.append(f"{output.get('name')} held bytes that are not UTF-8 (shown as \ufffd)")
+        found.extend(WarningMessage(WarningSubtype.OUTPUT, message) for message in said)
         html = output.get("data", {}).get("text/html", "")
         html = "".join(html) if isinstance(html, list) else html
         if not allow_html and "<script" in html.lower():
-            found.append(("html", "text/html output with <script> is shown as text (livecells_allow_html)"))
+            message = "text/html output with <script> is shown as text (livecells_allow_html)"
+            found.append(WarningMessage(WarningSubtype.HTML, message))
     return found
 
 
@@ -50,7 +54,7 @@ def report_session(
     stored record's problems are the page's as much as this build's: ``note`` says it is one."""
     problems: list[Problem] = []
 
-    def problem(kind: str, at: CellPlan, line: int, message: str, traceback: str = "") -> None:
+    def problem(kind: WarningSubtype, at: CellPlan, line: int, message: str, traceback: str = "") -> None:
         message = one_line(message + (f" ({note})" if note else ""), MAX_WARNING)  # all of it: page, report
         # The cell's own file: an included file is blamed, not the page that includes it.
         location = at.location(line)
@@ -59,7 +63,7 @@ def report_session(
 
     if record.message and plan.cells:
         first = plan.cells[0]
-        problem("kernel", first, first.line, f"{plan.name}: {record.message}")
+        problem(WarningSubtype.KERNEL, first, first.line, f"{plan.name}: {record.message}")
         return problems
     tag = f"live-cell [{plan.framework}]"
     # In order, as the page matches them (a stored record's indices may be another version's).
@@ -67,30 +71,31 @@ def report_session(
         status, ename, evalue = result.status, result.ename, result.evalue
         inner = result.error_line()
         line = cell.code_line + inner - 1 if inner else cell.line
-        if status == "error" and not cell.expects(ename):
+        if status == CellStatus.ERROR and not cell.expects(ename):
             # IPython names a cell's code after a temporary file: "(1850221797.py, line 1)".
             evalue = re.sub(r" \(\d+\.py, line \d+\)", "", evalue)
             message = f"{ename}: {evalue}" if evalue.strip() else ename
-            problem("error", cell, line, f"{tag}: {message}", traceback_text(result))
-        elif status == "timeout":
-            problem("timeout", cell, line, f"{tag}: {evalue}")
-        elif status == "died":
-            problem("crash", cell, line, f"{tag}: {evalue}")
-        elif status == "ok" and cell.raises is not None:
+            problem(WarningSubtype.ERROR, cell, line, f"{tag}: {message}", traceback_text(result))
+        elif status == CellStatus.TIMEOUT:
+            problem(WarningSubtype.TIMEOUT, cell, line, f"{tag}: {evalue}")
+        elif status == CellStatus.DIED:
+            problem(WarningSubtype.CRASH, cell, line, f"{tag}: {evalue}")
+        elif status == CellStatus.OK and cell.raises is not None:
             expected = ", ".join(cell.raises) or "an error"
-            problem("raises", cell, line, f"{tag}: expected {expected} (:raises:), but the cell ran without error")
+            message = f"{tag}: expected {expected} (:raises:), but the cell ran without error"
+            problem(WarningSubtype.RAISES, cell, line, message)
         if result.sync_error:
-            problem("sync", cell, cell.line,
+            problem(WarningSubtype.SYNC, cell, cell.line,
                 f"{tag}: the framework's sync code failed after the cell "
                 f"({result.sync_error}); its time may leave out queued device work",
             )
-        for kind, message in output_problems(result.outputs, allow_html):
-            problem(kind, cell, cell.line, f"{tag}: {message}")
-        if status == "ok" and cell.stderr == "warn":
+        for warning in output_problems(result.outputs, allow_html):
+            problem(warning.subtype, cell, cell.line, f"{tag}: {warning.message}")
+        if status == CellStatus.OK and cell.stderr == StderrMode.WARN:
             text = "".join(o.get("text", "") for o in result.outputs if o.get("name") == "stderr")
             if strip_ansi(text).strip():
                 first_line = strip_ansi(text).strip().splitlines()[0]
-                problem("stderr", cell, cell.line, f"{tag}: wrote to stderr: {first_line}")
+                problem(WarningSubtype.STDERR, cell, cell.line, f"{tag}: wrote to stderr: {first_line}")
     return problems
 
 
@@ -114,7 +119,7 @@ def report_unshown(plan: SessionPlan, outcome: SessionOutcome, record: SessionRe
             f"{plan.name}: {len(shown.stale)} of {total} cell(s) show a result stored for other "
             f"code, settings or :depends: files{why}"
         )
-        problems.append(_warn("stale", plan.cells[position[shown.stale[0]]], message))
+        problems.append(_warn(WarningSubtype.STALE, plan.cells[position[shown.stale[0]]], message))
     if shown.not_run:
         n = position[shown.not_run[0]]
         results = record.cells if record is not None else []
@@ -124,11 +129,11 @@ def report_unshown(plan: SessionPlan, outcome: SessionOutcome, record: SessionRe
             why = "code changed since the stored run" if n < len(results) else "no stored result"
             why += f"; {outcome.reason}" if outcome.reason else ""
         message = f"{plan.name}: {len(shown.not_run)} of {total} cell(s) not run ({why})"
-        problems.append(_warn("not-run", plan.cells[n], message))
+        problems.append(_warn(WarningSubtype.NOT_RUN, plan.cells[n], message))
     return problems
 
 
-def _warn(kind: str, at: CellPlan, message: str) -> Problem:
+def _warn(kind: WarningSubtype, at: CellPlan, message: str) -> Problem:
     message = one_line(message, MAX_WARNING)
     location = at.location(at.line)
     logger.warning(message, type=WARNING_TYPE, subtype=kind, location=location)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from sphinx.util import logging
 
+from livecells.config import conf_location
+
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
     from livecells.execute.forkserver import ForkServer
     from livecells.execute.reaper import Guard
@@ -45,13 +47,19 @@ class Processes:
             atexit.register(self.close)
         return self.watcher
 
-    def fork_server(self, env_drop: Sequence[str]) -> ForkServer:
+    def fork_server(self, env_drop: Sequence[str], confdir: str | None = None) -> ForkServer:
         """The fork server, made on first use; its templates drop the variables ``env_drop``
-        names (livecells_env_drop) from their environment."""
+        names (livecells_env_drop) from their environment, and its notes on preloads point at the
+        line of ``confdir``'s conf.py that names them."""
         if self.server is None:
             from livecells.execute.forkserver import ForkServer
 
-            self.server = ForkServer(warn=lambda message: logger.info(f"livecells: {message}"), env_drop=env_drop)
+            where = conf_location(confdir, "livecells_frameworks")
+            self.server = ForkServer(
+                warn=lambda message: logger.info(f"livecells: {message}"),
+                note=lambda message: logger.info(f"livecells: {message}", location=where),
+                env_drop=env_drop,
+            )
             # Ctrl-C ends a build without build-finished: close the templates on the way out too.
             atexit.register(self.close)
         return self.server

@@ -36,9 +36,10 @@ from livecells.model.records import (
     Problem,
     SessionOutcome,
     SessionRecord,
-    current_cells,
+    current_count,
     verdict,
 )
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionStatus, WarningSubtype
 from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
@@ -82,7 +83,7 @@ def executor_of(app: Sphinx) -> Executor:
             shown = repr(value)
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
             location, given = origin(app, "executor")
-            warn(f"livecells_executor = {shown}: {err}; using the default{given}", "config", location)
+            warn(f"livecells_executor = {shown}: {err}; using the default{given}", WarningSubtype.CONFIG, location)
             state.executor = executor_for("local")
             app.config.livecells_executor = "local"  # else Sphinx cannot pickle its environment
     return state.executor
@@ -111,21 +112,22 @@ def file_hashes(env: BuildEnvironment) -> FileHashes:
     return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
 
 
-def warn(message: str, subtype: str, location: Any = None) -> None:
+def warn(message: str, subtype: WarningSubtype, location: Any = None) -> None:
     logger.warning(message, type=WARNING_TYPE, subtype=subtype, location=location)
 
 
 def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     """The page's session keys (its :depends: and the book's livecells_depends files included),
-    and its :depends: patterns that matched nothing. Unchanged files are not read again."""
+    and what to warn of its :depends: patterns (none matched, a walk cut short). Unchanged
+    files are not read again."""
     config = get_config(app)
     state = build_state(app)
     hashes = file_hashes(app.env)
     if state.book_depends is None:
         state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
         location, note = origin(app, "depends")
-        for pattern in state.book_depends[1]:
-            warn(f"livecells_depends{note}: {pattern!r} matches no file", "depends", location)
+        for problem in state.book_depends[1]:
+            warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
     book = state.book_depends[0] if config.depends else ""
     settings = RunSettings(config.timeout, config.output_limit, config.frameworks, config.env_drop)
     return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
@@ -135,7 +137,7 @@ def session_outcome(
     session: SessionPlan,
     key: str,
     record: SessionRecord | None,
-    origin: str,
+    origin: Origin,
     *,
     reason: str = "",
     failed: bool = False,
@@ -144,15 +146,15 @@ def session_outcome(
 ) -> SessionOutcome:
     """What the pages and the report show of a session: computed once, here. ``record`` is the
     session's latest record; the page shows it unless ``origin`` is "recorded"."""
-    shown = record if origin in {"run", "store"} else None
-    current = current_cells(session.cells, shown)
+    shown = record if origin in {Origin.RUN, Origin.STORE} else None
+    current = current_count(session.cells, shown)
     found = verdict(shown, session.cells, current, stale=shown is not None and shown.key != key)
     outcome = SessionOutcome(
         page=session.docname,
         framework=session.framework,
         source=session.source,
         origin=origin,
-        status="failed" if failed else (shown.status if shown else "not-run"),
+        status=SessionStatus.FAILED if failed else (shown.status if shown else SessionStatus.NOT_RUN),
         cells=len(session.cells),
         current=current,
         reason=reason,
@@ -161,14 +163,7 @@ def session_outcome(
         shown=found,
     )
     if record is not None:
-        outcome.record_status = record.status
-        outcome.record_cells = len(record.cells)
-        outcome.stale = record.key != key
-        outcome.duration = record.duration
-        outcome.seconds = record.cell_seconds()
-        outcome.device = record.provenance.device
-        outcome.date = record.provenance.date
-        outcome.host = record.provenance.host
+        outcome.note_record(record, key)
     return outcome
 
 
@@ -199,17 +194,17 @@ class Run:
         if elsewhere is not None:
             # Sessions run on the executor's machines: what counts is the GPUs one session gets.
             gpus: list[GPU] = []
-            slots = 0 if config.device == "cpu" else elsewhere
+            slots = 0 if config.device == DeviceMode.CPU else elsewhere
         else:
-            gpus = [] if config.device == "cpu" else detect_gpus()
+            gpus = [] if config.device == DeviceMode.CPU else detect_gpus()
             slots = len(gpus)
-        if sessions and config.execute in {"auto", "force"} and elsewhere is None:
+        if sessions and config.execute.runs and elsewhere is None:
             if gpus:
                 names = ", ".join(sorted({g.name for g in gpus}))
                 logger.info(f"livecells: {len(gpus)} GPU(s) found: {names}")
-            elif config.device == "cpu":
+            elif config.device == DeviceMode.CPU:
                 logger.info("livecells: livecells_device = 'cpu': cells run on the CPU")
-            elif config.device == "gpu":
+            elif config.device == DeviceMode.GPU:
                 logger.info(
                     "livecells: no GPU found and livecells_device = 'gpu': no cell runs; the pages "
                     "show stored results, else recorded outputs"
@@ -241,9 +236,9 @@ class Run:
         except StoreProblem as problem:
             problems.append(str(problem))
             records, damaged = {}, True
-        if self.config.execute != "off":
+        if self.config.execute != ExecuteMode.OFF:
             for problem in problems:
-                warn(problem, "store", location=docname)
+                warn(problem, WarningSubtype.STORE, location=docname)
         return records, damaged
 
     def run(self) -> list[str]:
@@ -255,9 +250,9 @@ class Run:
             for cell in page.cells:
                 if not cell.frameworks and cell.included(self.app.tags):
                     self.unknown_framework(docname, cell)
-            keys[docname], unmatched = page_keys(self.app, page)
-            for pattern in unmatched:
-                warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
+            keys[docname], problems = page_keys(self.app, page)
+            for problem in problems:
+                warn(f"live-settings :depends: {problem}", WarningSubtype.DEPENDS, docname)
         pages: dict[str, tuple[dict[str, SessionRecord], bool]] = {}
         jobs: list[SessionJob] = []
         for session in sessions:
@@ -265,10 +260,10 @@ class Run:
                 pages[session.docname] = self.stored(session.docname)
             records, damaged = pages[session.docname]
             latest = records.get(session.framework)
-            if latest is not None and latest.status == "failed":
+            if latest is not None and latest.status == SessionStatus.FAILED:
                 latest = None  # a session that could not run is no result (older stores kept some)
             # With execution off, the pages show their recorded outputs: nothing stored counts.
-            stored = latest if self.config.execute != "off" else None
+            stored = latest if self.config.execute != ExecuteMode.OFF else None
             key = keys[session.docname][session.framework]
             decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
             problems = self.report_decision(session, decision)
@@ -276,7 +271,7 @@ class Run:
                 jobs.append(self.job(session, key, decision))
                 continue
             outcome = session_outcome(
-                session, key, latest, "store" if stored else "recorded",
+                session, key, latest, Origin.STORE if stored else Origin.RECORDED,
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
             self.outcome.sessions[(session.docname, session.framework)] = outcome
@@ -287,7 +282,7 @@ class Run:
                 outcome.problems += report_session(session, stored, self.config.allow_html, outcome.current, note)
             # With execution off the pages show recorded outputs by choice; a decision's own
             # warning, or a stored failure to start, already says why no cell ran.
-            if self.config.execute != "off" and not problems and not (stored and stored.message):
+            if self.config.execute != ExecuteMode.OFF and not problems and not (stored and stored.message):
                 outcome.problems += report_unshown(session, outcome, stored)
             self.outcome.failed += decision.failed
             if stored:
@@ -310,8 +305,8 @@ class Run:
             f"(livecells_frameworks has {', '.join(self.config.frameworks)}); the cell is shown "
             "but not run"
         )
-        warn(message, "config", cell.location())
-        self.outcome.unknown.append((docname, Problem("config", cell.location(), message)))
+        warn(message, WarningSubtype.CONFIG, cell.location())
+        self.outcome.unknown.append((docname, Problem(WarningSubtype.CONFIG, cell.location(), message)))
 
     def report_decision(self, session: SessionPlan, decision: Decision) -> list[Problem]:
         """Warn of what the decision says; its problems, located at the session's first cell."""
@@ -321,12 +316,12 @@ class Run:
             location, note = origin(self.app, "frameworks")
             warn(
                 f"livecells_frameworks[{session.framework!r}]{note}: {decision.reason}; its cells are not run",
-                "config",
+                WarningSubtype.CONFIG,
                 location,
             )
-        for subtype, message in decision.warnings:
-            warn(message, subtype, first)
-        return [Problem(subtype, first, message) for subtype, message in decision.warnings]
+        for warning in decision.warnings:
+            warn(warning.message, warning.subtype, first)
+        return [Problem(w.subtype, first, w.message) for w in decision.warnings]
 
     def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
@@ -353,7 +348,7 @@ class Run:
             gpus=tuple(gpus),
             jobs=config.jobs if isinstance(config.jobs, int) else None,
             fork=config.fork_kernels,
-            fork_server=functools.partial(processes.fork_server, config.env_drop),
+            fork_server=functools.partial(processes.fork_server, config.env_drop, self.app.confdir),
             guard=processes.guard,
         )
         return executor_of(self.app).scheduler(resources)
@@ -390,16 +385,17 @@ class Run:
             # A session that could not run (its kernel did not start, a preload failed, the
             # cluster lost it) is no result of its code: shown and counted in this build, never
             # stored, so the next build tries again.
-            if record.status != "failed":
+            if record.status != SessionStatus.FAILED:
                 self.store.save_record(plan.docname, record)
         except (StoreProblem, OSError, ValueError, TypeError) as err:
-            warn(f"{plan.name}: results not stored ({err}); the pages show this build's results", "store", plan.docname)
+            message = f"{plan.name}: results not stored ({err}); the pages show this build's results"
+            warn(message, WarningSubtype.STORE, plan.docname)
         self.changed_pages.add(plan.docname)
         problems = report_session(plan, record, self.config.allow_html)
-        outcome = session_outcome(plan, job.key, record, "run", problems=problems)
+        outcome = session_outcome(plan, job.key, record, Origin.RUN, problems=problems)
         self.outcome.sessions[(plan.docname, plan.framework)] = outcome
         if not record.message:  # else its "kernel" problem says why no cell ran
             outcome.problems += report_unshown(plan, outcome, record)
         self.outcome.ran += 1
-        self.outcome.failed += record.status == "failed"
+        self.outcome.failed += record.status == SessionStatus.FAILED
 

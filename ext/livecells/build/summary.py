@@ -18,6 +18,7 @@ from typing import Any
 
 from livecells.model.records import Problem, SessionOutcome
 from livecells.model.text import strip_controls, xml_text
+from livecells.model.vocabulary import Origin, SessionStatus
 
 
 def write_summary(
@@ -60,13 +61,13 @@ def write_summary(
 def summary_entry(session: SessionOutcome) -> dict[str, Any]:
     """One session in summary.json: where its results came from, its status, the record the page
     shows (none when its recorded outputs are shown), why it did not run, its problems."""
-    shown = session.origin != "recorded"
+    shown = session.origin != Origin.RECORDED
     return {
         "page": session.page,
         "framework": session.framework,
         "source": session.source,
-        "origin": session.origin,
-        "status": session.status,
+        "origin": str(session.origin),
+        "status": str(session.status),
         "cells": session.record_cells if shown else 0,
         "duration": session.duration if shown else None,
         "device": session.device if shown else "",
@@ -89,9 +90,10 @@ def junit_xml(
     And a failed one per cell of no known framework (``unknown``, by page): never run."""
     import xml.etree.ElementTree as ET  # only a build with sessions writes this
 
-    failures = sum(1 for s in sessions if s.problems and s.status != "failed")
-    errors = sum(1 for s in sessions if s.status == "failed")
-    skipped = sum(1 for s in sessions if not s.problems and s.status != "failed" and s.origin == "recorded")
+    failed = SessionStatus.FAILED
+    failures = sum(1 for s in sessions if s.problems and s.status != failed)
+    errors = sum(1 for s in sessions if s.status == failed)
+    skipped = sum(1 for s in sessions if not s.problems and s.status != failed and s.origin == Origin.RECORDED)
     suite = ET.Element(
         "testsuite",
         name="livecells",
@@ -110,18 +112,18 @@ def junit_xml(
             file=session.source,
             time=f"{session.duration or 0.0:.3f}",
         )
-        if session.problems or session.status == "failed":
-            tag = "error" if session.status == "failed" else "failure"
+        if session.problems or session.status == SessionStatus.FAILED:
+            tag = "error" if session.status == SessionStatus.FAILED else "failure"
             first = session.problems[0] if session.problems else None
             message = f"{first.location}: {first.message}" if first else session.reason or "failed"
             element = ET.SubElement(case, tag, message=message, type=first.kind if first else tag)
             element.text = "\n\n".join(
                 f"{p.location}: {p.kind}: {p.message}\n{p.traceback}".rstrip() for p in session.problems
             )
-        elif session.origin == "recorded":
+        elif session.origin == Origin.RECORDED:
             why = f" ({session.reason})" if session.reason else ""
             ET.SubElement(case, "skipped", message=f"not run{why}: the page shows its recorded outputs")
-        elif session.origin == "store":
+        elif session.origin == Origin.STORE:
             out = ET.SubElement(case, "system-out")
             out.text = f"results from the store, made {session.date} on {session.host}"
     for page, problem in unknown:

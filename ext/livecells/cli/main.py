@@ -11,8 +11,9 @@ from typing import Any
 
 from livecells import __version__
 from livecells.model.folders import store_problem
-from livecells.model.records import verdict
+from livecells.model.records import SessionOutcome, stored_outcome
 from livecells.model.text import one_line
+from livecells.model.vocabulary import SessionStatus
 from livecells.store import OutputStore, StoreProblem
 
 
@@ -25,9 +26,9 @@ def _store(args: argparse.Namespace) -> OutputStore:
     return OutputStore(store)
 
 
-def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
+def session_rows(store: OutputStore) -> tuple[list[SessionOutcome], list[str]]:
     """One row per stored (page, framework) session, and the problems met reading the store."""
-    rows: list[dict[str, Any]] = []
+    rows: list[SessionOutcome] = []
     problems: list[str] = []
     for page in store.pages():
         try:
@@ -35,28 +36,26 @@ def session_rows(store: OutputStore) -> tuple[list[dict[str, Any]], list[str]]:
         except StoreProblem as problem:
             problems.append(str(problem))
             continue
-        for framework, record in sorted(records.items()):
-            # As a build counts them (without the page: with the :raises: its run was told).
-            shown = verdict(record)
-            rows.append(
-                {
-                    "page": page,
-                    "framework": framework,
-                    # A session with a message did not run (its kernel did not start): a build
-                    # warns of it as a failure whatever status the file gives it.
-                    "status": "failed" if record.message else record.status,
-                    "cells": len(record.cells),
-                    "errors": len(shown.failed),
-                    "not_run": len(shown.not_run),
-                    "run_time": round(record.cell_seconds() or 0.0, 4),
-                    "duration": record.duration,
-                    "device": record.provenance.device,
-                    "framework_version": record.provenance.framework_version,
-                    "host": record.provenance.host,
-                    "date": record.provenance.date,
-                }
-            )
+        rows.extend(stored_outcome(page, framework, record) for framework, record in sorted(records.items()))
     return rows, problems
+
+
+def report_entry(session: SessionOutcome) -> dict[str, Any]:
+    """One stored session in ``report --json`` (and, formatted, in its table)."""
+    return {
+        "page": session.page,
+        "framework": session.framework,
+        "status": str(session.status),
+        "cells": session.cells,
+        "errors": session.errors,
+        "not_run": session.not_run,
+        "run_time": round(session.seconds or 0.0, 4),
+        "duration": session.duration,
+        "device": session.device,
+        "framework_version": session.framework_version,
+        "host": session.host,
+        "date": session.date,
+    }
 
 
 def _table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
@@ -76,20 +75,23 @@ def _fmt(value: Any) -> str:
     return "" if value is None else one_line(str(value), 80)
 
 
-def failing(rows: list[dict[str, Any]], fail_on: str) -> list[dict[str, Any]]:
+def failing(rows: list[SessionOutcome], fail_on: str) -> list[SessionOutcome]:
     """The rows that fail ``report``'s exit status: sessions that failed or have cells that
     failed (``--fail-on errors``), or also cells that did not run (``problems``, the default)."""
     if fail_on == "never":
         return []
-    counted = ("errors",) if fail_on == "errors" else ("errors", "not_run")
-    return [r for r in rows if r["status"] == "failed" or any(r[k] for k in counted)]
+    return [
+        r for r in rows
+        if r.status == SessionStatus.FAILED or r.errors or (fail_on != "errors" and r.not_run)
+    ]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    rows, problems = session_rows(_store(args))
+    sessions, problems = session_rows(_store(args))
+    rows = [report_entry(session) for session in sessions]
     for problem in problems:
         print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
-    bad = failing(rows, args.fail_on)
+    bad = failing(sessions, args.fail_on)
     # A file or session it cannot use has no result a build could show: its cells count as not
     # run (a build warns of them so), never as passed.
     unread = problems if args.fail_on == "problems" else []
@@ -148,6 +150,12 @@ def cmd_clear(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from livecells.convert.tree import run
+
+    return run(args.input, args.output, default_framework=args.default_framework, source=args.source)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m livecells",
@@ -156,9 +164,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"livecells {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    from livecells.cli.convert import add_subcommand
-
-    add_subcommand(commands)
+    convert = commands.add_parser(
+        "convert",
+        help="turn d2lbook chapters (RST or Markdown) into live-cell directives",
+        description="Read a chapter (or a tree of them) as d2lbook writes it and write it with "
+        "live-cell directives: d2lbook's generated RST as RST, keeping the outputs as recorded "
+        "outputs and each tab's prose as '.. live-text::'; d2lbook's Markdown as MyST Markdown. "
+        "Where the code asks for several GPUs, it writes a live-settings block with ':gpus: N' and "
+        "says so. The warnings and a summary per chapter go to stderr. Exit status: 0 when all was "
+        "converted (warnings or not), 2 when the input cannot be read, 1 when the output cannot be "
+        "written.",
+    )
+    convert.add_argument("input", metavar="IN", help="a chapter (.rst or .md) or a directory")
+    convert.add_argument(
+        "-o", "--output", metavar="OUT",
+        help="output file or directory (default for a file: stdout; required for a directory)",
+    )
+    convert.add_argument(
+        "--default-framework", metavar="NAME", default="pytorch",
+        help="framework of the cells in a chapter without tabs (default: pytorch)",
+    )
+    convert.add_argument(
+        "--from", dest="source", choices=("auto", "markdown", "rst"), default="auto",
+        help="the format read: d2lbook's markdown (.md chapters, .rst ones too) or its generated RST "
+        "(.md files copied); auto (the default): markdown for an .md file or a tree with an .md file "
+        "that has d2lbook's cell markers, else rst",
+    )
+    convert.set_defaults(func=cmd_convert)
 
     def store_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -200,11 +232,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "convert":
-        from livecells.cli import convert_md  # d2lbook markdown sources (.md) become MyST Markdown
-
-        if convert_md.wants_markdown(args.input):
-            return convert_md.run(args)
     try:
         return int(args.func(args) or 0)
     except StoreProblem as problem:  # a store folder that cannot be one: nothing was read

@@ -46,7 +46,8 @@ from livecells.execute.reaper import (
 )
 from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 from livecells.model.frameworks import FrameworkSpec
-from livecells.model.records import CellRecord
+from livecells.model.records import CellRecord, Probe
+from livecells.model.vocabulary import CellStatus
 
 
 @functools.cache
@@ -55,7 +56,7 @@ def hook_source() -> str:
     return Path(hook.__file__).read_text(encoding="utf-8")
 
 
-def hook_request(framework: FrameworkSpec) -> str:
+def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
     """The expression sent with the launch (a user expression of an empty silent cell): the
     hook's file run in a namespace of its own (never the user's), then
     :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
@@ -64,22 +65,37 @@ def hook_request(framework: FrameworkSpec) -> str:
     """
     call = (
         f"install(get_ipython(), sync={framework.sync!r}, gpu_used={framework.gpu_used!r}, "
-        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r})"
+        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r}, "
+        f"output_limit={int(output_limit)!r})"
     )
     program = f"{hook_source()}\n{call}\n"  # after the file's last line: its line numbers hold
     namespace = f"{{'get_ipython': get_ipython, '__name__': {hook.STATE!r}}}"
     return f"exec(compile({program!r}, {hook.__file__!r}, 'exec'), {namespace})"
 
 
-def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The probe's user expression as data ({} if it failed)."""
+def _probe_value(result: Mapping[str, Any]) -> Probe:
+    """The probe's user expression as a :class:`Probe` (an empty one if it failed)."""
     if result.get("status") != "ok":
-        return {}
+        return Probe()
     try:  # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
         value = json.loads(ast.literal_eval(result["data"]["text/plain"]))
     except (KeyError, TypeError, ValueError, SyntaxError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return Probe()
+    return Probe.from_json(value)
+
+
+def _measured(result: Mapping[str, Any], count: Any) -> float | None:
+    """The time the hook measured for the cell of execution count ``count``, or None: a time
+    measured for another cell (the cell unregistered the hook's events) is never its own."""
+    if result.get("status") != "ok":
+        return None
+    try:  # the repr of [count, seconds]: read as a literal, never evaluated
+        measured_count, seconds = ast.literal_eval(result["data"]["text/plain"])
+    except (KeyError, TypeError, ValueError, SyntaxError):
+        return None
+    if measured_count != count or count is None or not isinstance(seconds, (int, float)):
+        return None
+    return float(seconds)
 
 
 #: Given to every kernel livecells starts. Its input history lives in memory, for this session
@@ -166,7 +182,7 @@ class KernelSession:
         self.kernelspec: dict[str, str] = {}
         #: Display ids across the session's cells: a later cell's update changes an earlier one.
         self.displays = SessionDisplays()
-        self._probed: dict[str, Any] | None = None
+        self._probed: Probe | None = None
 
     async def __aenter__(self) -> KernelSession:
         try:
@@ -181,6 +197,7 @@ class KernelSession:
 
     def _environment(self) -> dict[str, str]:
         env = kept_environ(os.environ, self.env_drop)
+        env.update(self.framework.kernel_env(os.environ))  # the framework's, where unset
         env.update(self.extra_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in self.devices)
         env[SESSION_VARIABLE] = self.token
@@ -242,7 +259,8 @@ class KernelSession:
         # kernel answers once it is up). It is a user expression of an empty silent cell, not
         # the cell's code: the kernel then neither transforms nor hashes its ~10 kB of source
         # (~12 ms of each start, measured). Its own IOPub status messages then prove IOPub.
-        hook_id = self._send("", silent=True, user_expressions={"hook": hook_request(self.framework)})
+        request = hook_request(self.framework, self.output_limit)
+        hook_id = self._send("", silent=True, user_expressions={"hook": request})
         started = time.monotonic()
         reply = await self._shell_reply(hook_id, self.startup_timeout)
         content = reply["content"]
@@ -372,6 +390,8 @@ class KernelSession:
         code = process.poll() if process is not None else None
         if code is None:
             return "the kernel died"
+        if getattr(process, "unknown", ""):  # a forked kernel whose template is gone
+            return f"the kernel died ({process.unknown})"
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -398,7 +418,7 @@ class KernelSession:
             await self._interrupt(msg_id, collector)
             interrupted = collector.error or {}
             return CellRecord(
-                status="timeout",
+                status=CellStatus.TIMEOUT,
                 outputs=collector.outputs,
                 error={
                     "ename": "CellTimeoutError",
@@ -410,28 +430,22 @@ class KernelSession:
         except KernelDied as died:
             self.broken = str(died)
             return CellRecord(
-                status="died",
+                status=CellStatus.DIED,
                 outputs=collector.outputs,
                 error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
             )
         content = reply["content"]
-        elapsed = None
         values = content.get("user_expressions", {})
         if not values.get("time"):
             # ipykernel skips user_expressions after an error; ask for them separately.
             followup = await self._request("pass", silent=True, timeout=30, user_expressions=expressions)
             values = followup["content"].get("user_expressions", {})
-        measured = values.get("time", {})
         if last:
             self._probed = _probe_value(values.get("probe", {}))
-        if measured.get("status") == "ok":
-            try:
-                elapsed = float(measured["data"]["text/plain"])
-            except (KeyError, ValueError):
-                elapsed = None
-        status = "ok" if content.get("status") == "ok" else "error"
+        elapsed = _measured(values.get("time", {}), content.get("execution_count"))
+        status = CellStatus.OK if content.get("status") == "ok" else CellStatus.ERROR
         error = collector.error
-        if status == "error" and error is None:
+        if status == CellStatus.ERROR and error is None:
             error = {
                 "ename": content.get("ename", "Error"),
                 "evalue": content.get("evalue", ""),
@@ -460,7 +474,7 @@ class KernelSession:
             self._kill_processes()
             await self.km.shutdown_kernel(now=True)
 
-    async def probe(self) -> dict[str, Any]:
+    async def probe(self) -> Probe:
         """The session's provenance as the kernel sees it (versions, host, whether a GPU was used);
         read with the last cell when it ran with ``last=True``."""
         if self._probed is not None:

@@ -92,6 +92,17 @@ def process_start(pid: int) -> int | None:
     return int(rest[19])
 
 
+def process_status(pid: int) -> tuple[str, int, int, int | None] | None:
+    """``pid``'s state letter, parent pid, start time and, once it is a zombie, its exit status
+    as ``waitpid`` gives it (None before, or where /proc does not say); None if it is gone.
+    Read from ``/proc`` alone: it never waits on the process's parent."""
+    rest = _stat_fields(pid)  # state, ppid, ... starttime (field 22) ... exit_code (field 52)
+    if rest is None or len(rest) < 20:
+        return None
+    code = int(rest[49]) if len(rest) > 49 and rest[0] in (b"Z", b"X") else None
+    return rest[0].decode(errors="replace"), int(rest[1]), int(rest[19]), code
+
+
 def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
     """Living (not zombie) descendants of ``root``, parents before children."""
     table = process_table() if table is None else table

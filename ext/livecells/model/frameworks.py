@@ -1,11 +1,14 @@
 """The frameworks a book is written for, as plain data (a Dask worker unpickles these).
 
-The defaults for PyTorch and MXNet live here; ``livecells_frameworks`` (see :mod:`livecells.config`)
-turns the book's settings into :class:`FrameworkSpec` s.
+What livecells knows of PyTorch, MXNet, TensorFlow and JAX lives here (:data:`KNOWN_FRAMEWORKS`:
+any book that names one gets these settings for what it leaves unset); the default value of
+``livecells_frameworks`` is PyTorch and MXNet only. :mod:`livecells.config` turns the book's
+settings into :class:`FrameworkSpec` s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +28,39 @@ MXNET_SYNC = (
 # Code that tells whether the session used a GPU (for the device named in the timing line).
 TORCH_GPU_USED = "'torch' in sys.modules and sys.modules['torch'].cuda.is_initialized()"
 MXNET_GPU_USED = "'mxnet' in sys.modules and sys.modules['mxnet'].context.num_gpus() > 0"
+# TensorFlow's eager GPU ops are asynchronous; sync_devices (TF >= 2.12) waits for every device.
+# Only once the cells have initialised TensorFlow's runtime: initialising it here would forbid a
+# later cell's tf.config.set_visible_devices or set_memory_growth.
+_TF_RUNTIME = (
+    "tf = sys.modules.get('tensorflow')\n"
+    "ctx = sys.modules.get('tensorflow.python.eager.context')\n"
+    "ctx = ctx.context_safe() if tf is not None and ctx is not None else None\n"
+    "started = ctx is not None and getattr(ctx, '_initialized', False)\n"
+)
+TENSORFLOW_SYNC = _TF_RUNTIME + (
+    "sync = getattr(getattr(getattr(tf, 'test', None), 'experimental', None), 'sync_devices', None)\n"
+    "if started and sync is not None and tf.config.list_logical_devices('GPU'):\n"
+    "    sync()\n"
+)
+TENSORFLOW_GPU_USED = (
+    "'tensorflow' in sys.modules and getattr(getattr(sys.modules.get("
+    "'tensorflow.python.eager.context'), 'context_safe', lambda: None)(), '_initialized', False)"
+    " and bool(sys.modules['tensorflow'].config.list_logical_devices('GPU'))"
+)
+# JAX dispatches asynchronously: wait for effects and for every live array, not just the last
+# result. Only once a backend exists (making one here would fix the platform and XLA flags
+# before a later cell sets them).
+JAX_SYNC = (
+    "jax = sys.modules.get('jax')\n"
+    "bridge = sys.modules.get('jax._src.xla_bridge')\n"
+    "if jax is not None and bridge is not None and getattr(bridge, '_backends', None):\n"
+    "    jax.effects_barrier()\n"
+    "    jax.block_until_ready(jax.live_arrays())\n"
+)
+JAX_GPU_USED = (
+    "bool(getattr(sys.modules.get('jax._src.xla_bridge'), '_backends', None))"
+    " and sys.modules['jax'].default_backend() != 'cpu'"
+)
 
 
 @dataclass(frozen=True)
@@ -36,16 +72,25 @@ class FrameworkSpec:
     kernel: str = "python3"
     preload: tuple[str, ...] = ()
     sync: str = ""
-    gpu_used: str = "False"
+    #: An expression: did the session use its leased GPU? "" when unknown (the timing line then
+    #: names no device on a machine with GPUs, rather than the wrong one).
+    gpu_used: str = ""
     #: The distribution whose version is shown in the timing line (default: the first preload).
     version_of: str = ""
+    #: Variables set in the kernel's environment where the build's own environment leaves them
+    #: unset (what keeps a framework from taking every GPU's memory).
+    env: tuple[tuple[str, str], ...] = ()
+
+    def kernel_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The variables of :attr:`env` that ``environ`` does not set already."""
+        return {k: v for k, v in self.env if k not in environ}
 
     @property
     def version_module(self) -> str:
         return self.version_of or (self.preload[0] if self.preload else "")
 
 
-DEFAULT_FRAMEWORKS: dict[str, dict[str, Any]] = {
+KNOWN_FRAMEWORKS: dict[str, dict[str, Any]] = {
     "pytorch": {
         "label": "PyTorch",
         "kernel": "python3",
@@ -60,4 +105,27 @@ DEFAULT_FRAMEWORKS: dict[str, dict[str, Any]] = {
         "sync": MXNET_SYNC,
         "gpu_used": MXNET_GPU_USED,
     },
+    "tensorflow": {
+        "label": "TensorFlow",
+        "kernel": "python3",
+        "preload": ["tensorflow"],
+        "sync": TENSORFLOW_SYNC,
+        "gpu_used": TENSORFLOW_GPU_USED,
+        # Else TensorFlow maps nearly all of each visible GPU's memory when it starts.
+        "env": {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+    },
+    "jax": {
+        "label": "JAX",
+        "kernel": "python3",
+        "preload": ["jax"],
+        "sync": JAX_SYNC,
+        "gpu_used": JAX_GPU_USED,
+        # Else XLA takes 75 % of the GPU's memory at its first computation.
+        "env": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    },
+}
+
+#: The default value of ``livecells_frameworks``: the frameworks a book gets without naming any.
+DEFAULT_FRAMEWORKS: dict[str, dict[str, Any]] = {
+    name: KNOWN_FRAMEWORKS[name] for name in ("pytorch", "mxnet")
 }

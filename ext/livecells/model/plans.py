@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from livecells.model.vocabulary import StderrMode
+
 
 @dataclass(frozen=True)
 class CellPlan:
@@ -25,7 +27,7 @@ class CellPlan:
     code_line: int  # the line of the first line of code
     timeout: float | None = None
     raises: tuple[str, ...] | None = None
-    stderr: str = "show"
+    stderr: StderrMode = StderrMode.SHOW
     #: The file the cell is written in (an ``include``d one, say); "" = the page's own.
     source: str = ""
     #: The expressions of the ``only`` directives around the cell: it runs only in builds whose

@@ -23,8 +23,9 @@ from livecells.config import get_config
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import PagePlan
 from livecells.model.records import CellRecord, SessionRecord
+from livecells.model.vocabulary import CellStatus
 from livecells.read.collect import plans
-from livecells.read.directives import live_cell, live_recorded, live_settings, live_text
+from livecells.read.nodes import live_cell, live_recorded, live_settings, live_text
 from livecells.render.outputs import page_url
 from livecells.render.results import Matched
 
@@ -170,7 +171,7 @@ def notebook_outputs(result: CellRecord) -> list[dict[str, Any]]:
             if kind in {"execute_result", "display_data"}:
                 item.setdefault("metadata", {})
             outputs.append(item)
-    if result.status in {"timeout", "died"}:
+    if result.status in {CellStatus.TIMEOUT, CellStatus.DIED}:
         outputs.append(
             {"output_type": "error", "ename": result.ename or "Error", "evalue": result.evalue, "traceback": []}
         )

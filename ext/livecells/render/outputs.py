@@ -22,11 +22,12 @@ from docutils import nodes
 from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
-from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
+from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_priority
 from livecells.model.records import RENDER_WARNED, CellRecord
 from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
-from livecells.read.directives import live_cell
+from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.read.nodes import live_cell
 from livecells.render.ansi import ansi_to_html
 from livecells.render.markup import (
     MATHJAX_PROCESS,
@@ -41,20 +42,6 @@ from livecells.store import Invalid, check_output, shown_output
 logger = logging.getLogger(__name__)
 
 
-def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
-    """The representations a builder can show, best first (JupyterLab's order where it has one)."""
-    if builder_format == "html":
-        first = ["text/html"] if allow_html else []
-        return [
-            *first, "text/markdown", "text/latex", "image/svg+xml", "image/png", "image/jpeg",
-            "image/gif", "image/webp", "application/json", "text/plain",
-            *([] if allow_html else ["text/html"]),
-        ]
-    if builder_format == "latex":
-        return ["text/markdown", "text/latex", "image/png", "image/jpeg", "application/json", "text/plain"]
-    return ["text/markdown", "text/latex", "application/json", "text/plain"]
-
-
 class Outputs:
     """Renders outputs for one builder (its format, its image folder) and one page."""
 
@@ -63,6 +50,10 @@ class Outputs:
         self.format = builder.format
         self.config = config
         self.docname = docname
+        #: The representations this builder shows, best first.
+        self.priority = mime_priority(
+            builder.name, builder.format, config.mime_priority, html_as_markup=config.allow_html
+        )
 
     def warn(self, cell: live_cell, framework: str, message: str) -> None:
         _output_warning(cell, framework, message)
@@ -132,7 +123,7 @@ class Outputs:
         kind = output.get("output_type")
         if kind == "stream":
             name = output.get("name")
-            if name == "stderr" and cell.get("stderr") == "hide":
+            if name == "stderr" and cell.get("stderr") == StderrMode.HIDE:
                 return []
             text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:
@@ -179,22 +170,23 @@ class Outputs:
 
     def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
         refused = ""  # math refused by the allowlist: shown as text when nothing else is
-        for mime in _mime_order(self.format, self.config.allow_html):
+        for mime in self.priority:
             if mime not in data:
                 continue
+            kind = MIME_TYPES[mime]
             value = data[mime]
-            if isinstance(value, list) and mime != "application/json":
+            if isinstance(value, list) and kind.shown_as != "json":
                 value = "".join(str(v) for v in value)
             if isinstance(value, str):  # text that no page (HTML, XHTML, LaTeX) can hold goes
                 value = xml_text(value)
             try:
-                rendered = self._mime_node(mime, value)
+                rendered = _SHOWN_AS[kind.shown_as](self, kind, value)
             except UnsafeMath as err:
                 self.warned()
                 logger.warning(
                     f"a {mime} output is not shown as math: {err}; the next representation (or "
                     "its source, as text) is shown instead",
-                    type=WARNING_TYPE, subtype="output", location=cell_location(cell),
+                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
                 )
                 refused = refused or str(value)
                 continue
@@ -203,52 +195,59 @@ class Outputs:
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
                     "the next representation is shown instead",
-                    type=WARNING_TYPE, subtype="output", location=cell_location(cell),
+                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
                 )
                 continue
             if rendered:
                 return rendered
         return [self.text(refused, ["livecells-result"])] if refused else []
 
-    def _mime_node(self, mime: str, value: Any) -> list[nodes.Node]:
-        """One representation as nodes for this builder ([] when it has nothing to show)."""
-        if mime == "text/html":
-            if not isinstance(value, str):
-                raise TypeError("text/html is not a string")
-            if not self.config.allow_html or self.format != "html":
-                return [self.text(value, ["livecells-result"])]
-            process = " ".join(MATHJAX_PROCESS)  # its math is typeset, as in JupyterLab
-            markup = f'<div class="output livecells-output livecells-html {process}">\n{value}\n</div>\n'
-            return [nodes.raw("", markup, format="html")]
-        if mime in IMAGE_TYPES:
-            if not isinstance(value, str):
-                raise TypeError(f"{mime} is not a string")
-            node = self._image(mime, value)
-            return [node] if node is not None else []
-        if mime == "text/markdown":
-            box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
-            return [checked_math(box, self.format, self.config.allow_html)]
-        if mime == "text/latex":
-            box = _output_box(latex_nodes(str(value)), "livecells-latex")
-            return [checked_math(box, self.format, self.config.allow_html)]
-        if mime == "application/json":
-            if isinstance(value, str):
-                value = json.loads(value)
-            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-            return [self.text(text, ["livecells-result", "livecells-json"])]
+    # One method per way of showing a representation (MimeType.shown_as); each gives the nodes
+    # for this builder, [] when it has nothing to show.
+
+    def _html(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        if not isinstance(value, str):
+            raise TypeError("text/html is not a string")
+        if not self.config.allow_html or self.format != "html":
+            return [self.text(value, ["livecells-result"])]
+        process = " ".join(MATHJAX_PROCESS)  # its math is typeset, as in JupyterLab
+        markup = f'<div class="output livecells-output livecells-html {process}">\n{value}\n</div>\n'
+        return [nodes.raw("", markup, format="html")]
+
+    def _image_nodes(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        if not isinstance(value, str):
+            raise TypeError(f"{kind.name} is not a string")
+        node = self._image(kind, value)
+        return [node] if node is not None else []
+
+    def _markdown(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
+        return [checked_math(box, self.format, self.config.allow_html)]
+
+    def _latex(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        box = _output_box(latex_nodes(str(value)), "livecells-latex")
+        return [checked_math(box, self.format, self.config.allow_html)]
+
+    def _json(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        if isinstance(value, str):
+            value = json.loads(value)
+        text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+        return [self.text(text, ["livecells-result", "livecells-json"])]
+
+    def _plain(self, kind: MimeType, value: Any) -> list[nodes.Node]:
         return [self.text(str(value), ["livecells-result"])]
 
-    def _image(self, mime: str, value: str) -> nodes.Node | None:
-        raw = value.encode() if mime == "image/svg+xml" else base64.b64decode(value, validate=False)
+    def _image(self, kind: MimeType, value: str) -> nodes.Node | None:
+        raw = kind.decoded(value)
         if len(raw) > MAX_IMAGE_BYTES:
             return note(
                 f"An image of {len(raw) / 2**20:.1f} MiB was left out (limit "
                 f"{MAX_IMAGE_BYTES // 2**20} MiB).",
                 "livecells-refused",
             )
-        name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{IMAGE_TYPES[mime]}"
+        name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{kind.suffix}"
         builder = self.builder
-        if mime == "image/svg+xml" and not self.config.allow_html:
+        if kind.name == "image/svg+xml" and not self.config.allow_html:
             # An SVG can hold scripts: as a file of the site, a reader who opens it runs them on
             # the site's origin. Inside the page as a data: URI it is only ever an <img> (no
             # script runs there, and browsers open no data: URL as a page).
@@ -267,6 +266,16 @@ class Outputs:
             target.write_bytes(raw)
         image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
         return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
+
+
+_SHOWN_AS = {
+    "html": Outputs._html,
+    "image": Outputs._image_nodes,
+    "markdown": Outputs._markdown,
+    "latex": Outputs._latex,
+    "json": Outputs._json,
+    "text": Outputs._plain,
+}
 
 
 def page_url(builder: Any, docname: str, target: str) -> str:
@@ -289,7 +298,8 @@ def cell_location(cell: live_cell) -> str:
 
 def _output_warning(cell: live_cell, framework: str, message: str) -> None:
     logger.warning(
-        f"live-cell [{framework}]: {message}", type=WARNING_TYPE, subtype="output", location=cell_location(cell)
+        f"live-cell [{framework}]: {message}",
+        type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
     )
 
 

@@ -3,7 +3,7 @@
 The build's outcome (:class:`~livecells.model.records.BuildOutcome`, on the environment) says
 where each session's results come from: this build's run (kept in memory, so that a store that
 cannot be written does not empty the pages whose cells ran), the store, or nowhere. A stored
-result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_cells`
+result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_count`
 (state flows down a session, so a change in cell 3 leaves cells 1-2 valid and drops 3 onwards),
 which the build applied: the outcome says how many of each session's cells the page shows. The
 records are the outcome's own, the very ones the build planned with (a store file is read once
@@ -22,6 +22,7 @@ from sphinx import addnodes
 
 from livecells.model.plans import PagePlan
 from livecells.model.records import BuildOutcome, CellRecord, SessionRecord
+from livecells.model.vocabulary import Origin
 
 #: (cell index, framework) -> (the cell's result, its session's record)
 Matched = dict[tuple[int, str], tuple[CellRecord, SessionRecord]]
@@ -34,7 +35,7 @@ def page_records(outcome: BuildOutcome, plan: PagePlan) -> dict[str, SessionReco
     for framework in plan.frameworks:
         session = outcome.session(plan.docname, framework)
         record = outcome.records.get((plan.docname, framework))
-        if session is not None and record is not None and session.origin in {"run", "store"}:
+        if session is not None and record is not None and session.origin in {Origin.RUN, Origin.STORE}:
             records[framework] = record
     return records
 
@@ -76,11 +77,3 @@ def groups_by_page(
         pages.setdefault(name, (root, []))[1].append(group)
     return [(root, name, members) for name, (root, members) in pages.items()]
 
-
-def format_seconds(value: float) -> str:
-    """A run time as the page and the report show it: 4 decimals under a second, fewer above."""
-    if value >= 100:
-        return f"{value:.0f} s"
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value:.4f} s"
