@@ -289,6 +289,7 @@ def test_the_session_key_holds_every_setting_that_changes_a_result():
 
     plain = CellPlan(index=0, frameworks=("alpha",), code="print(1)", line=1, code_line=2)
     own = CellPlan(index=0, frameworks=("alpha",), code="print(1)", line=1, code_line=2, timeout=20.0)
+    expects = replace(plain, raises=("KeyError",))
     spec = FrameworkSpec("alpha", "Alpha", sync="pass", gpu_used="False")
     base = RunSettings(timeout=600, output_limit=100_000, frameworks={"alpha": spec})
     key = session_key(page(plain), "deps", base)
@@ -298,6 +299,10 @@ def test_the_session_key_holds_every_setting_that_changes_a_result():
         "the page's time budget": session_key(page(plain, timeout=60), "deps", base),
         "the page's :gpus:": session_key(page(plain, gpus=2), "deps", base),
         "the cell's :timeout:": session_key(page(own), "deps", base),
+        # The stored status and each error's ``expected`` follow it (the command line reads them).
+        "the cell's :raises:": session_key(page(expects), "deps", base),
+        "the cell's bare :raises:": session_key(page(replace(plain, raises=())), "deps", base),
+        "livecells_env_drop": session_key(page(plain), "deps", replace(base, env_drop=("*TOKEN*",))),
         "the :depends: files": session_key(page(plain), "other deps", base),
         "the framework's sync": session_key(
             page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, sync="x = 1")})
@@ -313,3 +318,7 @@ def test_the_session_key_holds_every_setting_that_changes_a_result():
     own_key = session_key(page(own), "deps", base)
     assert session_key(page(own), "deps", replace(base, timeout=900)) == own_key
     assert session_key(page(plain), "deps", replace(base, frameworks={"alpha": replace(spec, label="A")})) == key
+    dropping = replace(base, env_drop=("*TOKEN*", "*_KEY"))
+    assert session_key(page(plain), "deps", replace(base, env_drop=("*_key", "*token*"))) == session_key(
+        page(plain), "deps", dropping
+    )

@@ -92,6 +92,17 @@ def test_an_unknown_scheme_is_a_config_warning_at_its_line_and_cells_run_locally
     assert app.livecells_state.executor == LocalExecutor()
 
 
+@pytest.mark.parametrize("value", ["nope", "locla", "head:"])
+def test_a_value_that_is_no_address_is_a_config_warning_and_cells_run_locally(tmp_path, rootdir, value):
+    """Not taken for a Dask address (the build stopped with Sphinx's "please report this")."""
+    src = _site(tmp_path, rootdir)
+    (src / "index.rst").write_text("Nothing to run\n==============\n", encoding="utf-8")
+    app, warnings = build_site(src, confoverrides={"livecells_executor": value})
+    assert f"livecells_executor = {value!r}: not 'local', an address 'scheme://host:port'" in warnings
+    assert "using the default (given with -D) [livecells.config]" in warnings, warnings
+    assert app.livecells_state.executor == LocalExecutor()
+
+
 CONF_POOL = """
 import sys
 sys.path.insert(0, {tests!r})

@@ -17,6 +17,7 @@ is the subject; one module-scoped real-kernel build covers what only a kernel pr
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -445,14 +446,30 @@ def test_the_report_directive_and_cli_survive_bad_sessions(site):
     assert "box" in page(app, "other").select_one("table.livecells-report").get_text()
     for extra in ([], ["--json"]):
         done = livecells_cli("report", "-s", str(site), *extra)
-        assert done.returncode == 0, done.stderr
+        # What it cannot read has no result a build could show: not run, so not a pass.
+        assert done.returncode == 1, done.stderr
         assert "broken.json" in done.stderr and "'alpha'" in done.stderr
+        assert "2 store file(s) or session(s) unusable" in done.stderr
         assert "beta" in done.stdout and "Traceback" not in done.stderr
+        assert livecells_cli("report", "-s", str(site), "--fail-on", "errors", *extra).returncode == 0
     # clear -f on a damaged file: a warning, not a traceback; clear without -f removes it.
     done = livecells_cli("clear", "-s", str(site), "-f", "alpha", "broken")
     assert done.returncode == 0 and "broken.json" in done.stderr and "Traceback" not in done.stderr
     done = livecells_cli("clear", "-s", str(site), "broken")
     assert done.returncode == 0 and not (site / "_livecells" / "broken.json").exists()
+
+
+def test_the_cli_report_counts_a_session_that_did_not_start_as_failed(site):
+    """A record with a message (its kernel did not start) is a failure in a build whatever its
+    status says; the command line's exit status says so too."""
+    sessions = good_sessions()
+    sessions["alpha"]["message"] = "the kernel did not start"
+    write_store(site, "index", sessions)
+    done = livecells_cli("report", "-s", str(site), "--json")
+    assert done.returncode == 1, done.stderr
+    statuses = {(r["page"], r["framework"]): r["status"] for r in json.loads(done.stdout)}
+    assert statuses[("index", "alpha")] == "failed" and statuses[("index", "beta")] == "ok"
+    assert livecells_cli("report", "-s", str(site), "--fail-on", "errors").returncode == 1
 
 
 def test_the_cli_report_prints_no_control_characters(site):
@@ -888,7 +905,8 @@ def test_a_fifo_where_a_store_file_should_be_is_a_warning_not_a_hang(site):
     assert "other page\") out" in outputs(cell_with(soup(site.parent / "out" / "other.html"), "other page"))
     done = subprocess.run([sys.executable, "-m", "livecells", "report", "-s", str(site)],
                           capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0 and "not a regular file" in done.stderr
+    # Not a hang; and what it cannot read counts as not run, as in a build (exit status 1).
+    assert done.returncode == 1 and "not a regular file" in done.stderr
 
 
 @pytest.mark.parametrize("entry", [
@@ -907,3 +925,40 @@ def test_a_damaged_fingerprint_cache_is_recomputed(tmp_path, entry, monkeypatch)
     fresh = environment.Fingerprint({"python": "3"}, None, {}, "")
     monkeypatch.setattr(environment, "fingerprint", lambda fw: fresh)
     assert environment.cached_fingerprint(cache, framework) is fresh
+
+
+SCRIPTED_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
+    "<script>alert(document.domain)</script><rect width='10' height='10'/></svg>"
+)
+
+
+@pytest.mark.parametrize("allow_html", [False, True])
+def test_an_svg_from_a_cell_is_no_file_of_the_site_when_html_is_off(site, allow_html):
+    """A file of the site that a reader opens runs its scripts on the site's origin: with HTML
+    from cells off, an SVG is only ever an <img> of the page (a data: URI); on, a file as before."""
+    sessions = good_sessions()
+    svg = {"output_type": "display_data", "data": {"image/svg+xml": SCRIPTED_SVG, "text/plain": "<SVG>"}, "metadata": {}}
+    sessions["alpha"]["cells"][0]["outputs"] = [svg]
+    write_store(site, "index", sessions)
+    app, warnings = cache_build(site, allow_html=allow_html)
+    image = cell_with(page(app), 'print("first")').select_one("img.livecells-image")
+    files = list((app.outdir / "_images").glob("livecells-*.svg"))
+    if allow_html:
+        assert len(files) == 1 and image["src"] == f"_images/{files[0].name}"
+    else:
+        assert files == [] and image["src"].startswith("data:image/svg+xml;base64,")
+        assert base64.b64decode(image["src"].split(",", 1)[1]).decode() == SCRIPTED_SVG
+
+
+def test_a_warning_given_while_a_page_is_written_is_given_again_by_an_unchanged_build(site):
+    """Math refused by the allowlist is found when the page is written: a build that wrote
+    nothing (nothing changed) passed -W while the page still showed the refused math as text."""
+    sessions = good_sessions()
+    latex = {"output_type": "display_data", "data": {"text/latex": r"$\def\x{1}\x$"}, "metadata": {}}
+    sessions["alpha"]["cells"][0]["outputs"] = [latex]
+    write_store(site, "index", sessions)
+    conf = {"livecells_execute": "cache", "livecells_allow_html": False}
+    for fresh in (True, False, False):
+        _, warnings = build_site(site, freshenv=fresh, confoverrides=conf)
+        assert len([w for w in warnings_of(warnings, "output") if "is not shown as math" in w]) == 1, warnings

@@ -293,7 +293,8 @@ def test_a_dead_kernels_pid_now_naming_another_process_is_not_signalled():
 BAD_VALUES = {
     "frameworks": [None, [], {"alpha": None}, {"alpha": {"preload": 3}}, {"alpha": {"kernel": 7}},
                    {"alpha": {"sync": "x ="}}, {"alpha": {"gpu_used": "import os"}},
-                   {"alpha": {"label": None}}, {"alpha": {"preload": ["not a module"]}}],
+                   {"alpha": {"label": None}}, {"alpha": {"preload": ["not a module"]}},
+                   {"alpha": {"version_of": "os; import sys"}}],
     "execute": ["sometimes", 1, None],
     "device": ["tpu", None],
     "timeout": [float("nan"), float("inf"), -1, 0, "600", True, None],

@@ -158,9 +158,10 @@ def test_machine_readable_summary(bad):
     assert summary["totals"]["run"] == 6
     suite = ET.parse(folder / "junit.xml").getroot()
     cases = suite.findall("testcase")
-    assert len(cases) == 8
+    assert len(cases) == 9  # 8 sessions, and the cell of no known framework
     failing = {(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None}
     assert ("crash", "alpha") in failing and ("good", "alpha") not in failing
+    assert any(name.startswith("unknown framework (") for _, name in failing)
     errors = {(c.get("classname"), c.get("name")) for c in cases if c.find("error") is not None}
     assert ("index", "gamma") in errors
     message = next(c for c in cases if c.get("classname") == "crash").find("failure").get("message")

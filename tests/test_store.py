@@ -531,3 +531,36 @@ def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, mon
     assert (state.ran, state.failed, state.cached) == (2, 0, 2), warnings
     assert set(stored(site, "index")["sessions"]) == {"alpha", "beta"}
     assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
+
+
+@pytest.mark.parametrize("folder", ["..", ".", "/", "sub/../.."])
+def test_a_store_that_is_the_source_dir_or_above_it_is_refused(site, fake, folder):
+    """Its files would mix with the book's (an ``index.json`` beside anything, up to ``/``) and
+    ``clear`` would empty the folder: a located config warning, and the default store."""
+    before = {p for p in site.parent.rglob("*.json")}
+    app, warnings = build_site(site, kernels=fake, confoverrides={"livecells_store": folder})
+    assert f"livecells_store (given with -D) = {folder!r}: the store must be a folder of its own" in warnings
+    assert "[livecells.config]" in warnings and "Traceback" not in warnings
+    made = {p for p in site.parent.rglob("*.json") if site / "_build" not in p.parents} - before
+    assert made and all(p.parent == site / "_livecells" for p in made), made
+    assert not Path("/index.json").exists()
+
+
+def test_clear_deletes_no_json_that_is_not_a_store_file(built):
+    """``clear`` with the store folder given wrong leaves other JSON alone, and a store folder
+    that is the book's own folder is refused before anything is read."""
+    site = built
+    foreign = site / "_livecells" / "package.json"
+    foreign.write_text('{"name": "book"}')
+    done = livecells_cli("clear", "-s", str(site))
+    assert done.returncode == 0 and "package.json: JSON that is not a livecells store file" in done.stderr
+    assert foreign.exists() and not (site / "_livecells" / "index.json").exists()
+    # A page name that leads out of the store (a damaged JSON file there is not the store's).
+    (site / "tsconfig.json").write_text('{"a": 1, // a comment\n}')
+    done = livecells_cli("clear", "-s", str(site), "../tsconfig")
+    assert "not in the store folder" in done.stderr and (site / "tsconfig.json").exists()
+    (site / "settings.json").write_text("{}")
+    for store in (str(site), str(site.parent)):
+        done = livecells_cli("clear", "-s", str(site), "--store", store)
+        assert done.returncode != 0 and "a folder of its own" in done.stderr
+    assert (site / "settings.json").exists()

@@ -83,3 +83,18 @@ def test_error_line_reads_the_cell_frame():
     error = {"traceback": tb, "ename": "ValueError"}
     assert CellRecord("error", execution_count=4, error=error).error_line() == 3
     assert CellRecord("error", execution_count=5, error=error).error_line() is None
+
+
+def test_the_default_env_drop_keeps_ci_secrets_from_kernels_and_settings_in_them():
+    """The names CI systems and tools give their credentials, in any case, are dropped; the
+    settings a notebook needs are kept."""
+    from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
+
+    secrets = [
+        "GITHUB_TOKEN", "github_token", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "TWINE_PASSWORD",
+        "HF_TOKEN", "WANDB_API_KEY", "OPENAI_APIKEY", "CI_JOB_JWT", "CI_JOB_JWT_V2", "DOCKER_AUTH_CONFIG",
+        "NPM_CONFIG__AUTH", "SENTRY_DSN", "GOOGLE_APPLICATION_CREDENTIALS", "GH_PAT", "SSH_AUTH_SOCK",
+    ]  # fmt: skip
+    settings = ["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "HF_HOME", "GIT_AUTHOR_NAME", "LANG", "OMP_NUM_THREADS"]
+    kept = kept_environ(dict.fromkeys(secrets + settings, "x"), DEFAULT_ENV_DROP)
+    assert sorted(kept) == sorted(settings)

@@ -168,6 +168,30 @@ def test_a_cell_of_no_known_framework_counts_as_not_run(tmp_path, rootdir):
     assert summary["totals"]["cells_not_run"] == 1
 
 
+def test_a_book_whose_only_cells_have_no_known_framework_still_has_a_verdict(tmp_path, rootdir):
+    src = site(tmp_path, rootdir, "only-unknown")
+    (src / "index.rst").write_text('Only jax\n========\n\n.. live-cell:: jax\n\n   print("jax only")\n')
+    with pytest.raises(ExtensionError, match=r"0 cell error\(s\), 1 cell\(s\) not run"):
+        build_site(src, kernels=FakeKernels(), confoverrides={"livecells_raise_on_error": True})
+    summary = json.loads((src / "_build" / "html" / "_livecells" / "summary.json").read_text())
+    assert summary["totals"]["cells_not_run"] == 1 and len(summary["unknown_framework"]) == 1
+
+
+def test_a_cell_of_no_known_framework_fails_w_again_when_its_page_is_not_read_again(tmp_path, rootdir):
+    """The page is not read again in an unchanged build: its warning (so -W), junit.xml and
+    report.txt still count the cell, as summary.json did."""
+    src = site(tmp_path, rootdir, "unknown-again", '\n.. live-cell:: jax\n\n   print("jax only")\n')
+    line = line_of(src / "index.rst", "live-cell:: jax")
+    for build in (sphinx_build(src, "-W"), sphinx_build(src, "-W")):
+        assert build["rc"] != 0, build["log"]
+        assert build["log"].count(
+            f"index.rst:{line}: WARNING: live-cell: unknown framework 'jax' (livecells_frameworks has alpha, beta)"
+        ) == 1, build["log"]
+        assert build["summary"]["totals"]["cells_not_run"] == 1
+        assert build["junit"].get("failures") == "1" and "no problems" not in build["report"]
+        assert "unknown framework 'jax'" in build["report"]
+
+
 def test_a_stored_error_is_warned_at_its_cell_after_other_cells_moved_it(tmp_path, rootdir):
     """The page matches a stored session's cells in order: a cell of another framework added
     above moves the stored error's cell (its index on the page), and the warning follows it."""

@@ -20,6 +20,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from livecells.model.environ import DEFAULT_ENV_DROP
+from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
 from livecells.model.mime import PriorityOverride, priority_override
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
@@ -424,6 +425,11 @@ def _validate_on_init(app: Sphinx, config: Any) -> None:
         logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG, location=location)
 
     validated = read_config(values, report, given)
+    problem = store_problem(app.srcdir, validated.store)
+    if problem:
+        note = " (given with -D)" if "store" in given else ""
+        report(f"livecells_store{note} = {validated.store!r}: {problem}; using the default", "store")
+        validated = dataclasses.replace(validated, store=raw_default("store"))
     # Under a private name, which Sphinx leaves out when it pickles the config: the values may
     # hold an executor function.
     config._livecells_validated = validated

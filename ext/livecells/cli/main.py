@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from livecells import __version__
+from livecells.model.folders import store_problem
 from livecells.model.records import SessionOutcome, stored_outcome
 from livecells.model.text import one_line
 from livecells.model.vocabulary import SessionStatus
@@ -18,7 +19,11 @@ from livecells.store import OutputStore, StoreProblem
 
 def _store(args: argparse.Namespace) -> OutputStore:
     source = Path(args.source_dir)
-    return OutputStore(Path(args.store) if args.store else source / "_livecells")
+    store = Path(args.store) if args.store else source / "_livecells"
+    problem = store_problem(source, str(store.resolve()))
+    if problem:  # the whole tree would be read as the store, and cleared
+        raise StoreProblem(f"--store {store}: {problem}")
+    return OutputStore(store)
 
 
 def session_rows(store: OutputStore) -> tuple[list[SessionOutcome], list[str]]:
@@ -87,19 +92,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
     bad = failing(sessions, args.fail_on)
-    if bad:
+    # A file or session it cannot use has no result a build could show: its cells count as not
+    # run (a build warns of them so), never as passed.
+    unread = problems if args.fail_on == "problems" else []
+    if bad or unread:
         errors, not_run = sum(r["errors"] for r in rows), sum(r["not_run"] for r in rows)
         print(
             f"{len(bad)} stored session(s) with problems: {errors} cell error(s), {not_run} cell(s) "
-            f"not run (--fail-on {args.fail_on}; exit status 1)",
+            f"not run, {len(unread)} store file(s) or session(s) unusable (--fail-on {args.fail_on}; "
+            "exit status 1)",
             file=sys.stderr,
         )
+    failed = 1 if bad or unread else 0
     if args.json:
         print(json.dumps(rows, indent=1))
-        return 1 if bad else 0
+        return failed
     if not rows:
         print(f"no stored results in {_store(args).root}")
-        return 0
+        return failed
     columns = [
         ("page", "page"),
         ("framework", "framework"),
@@ -116,7 +126,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(_table(rows, columns))
     total = sum(r["run_time"] for r in rows)
     print(f"\n{len(rows)} session(s), {total:.2f} s of cell run time")
-    return 1 if bad else 0
+    return failed
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
@@ -202,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("problems", "errors", "never"),
         default="problems",
         help="exit with status 1 when a stored session failed or shows cell errors or cells "
-        "not run (problems, the default), only failures and cell errors (errors), or never",
+        "not run, or a store file or session cannot be used (problems, the default), only "
+        "failures and cell errors (errors), or never",
     )
     report.set_defaults(func=cmd_report)
 
@@ -221,7 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except StoreProblem as problem:  # a store folder that cannot be one: nothing was read
+        print(f"python -m livecells {args.command}: {one_line(str(problem), 2000)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ executor's module until it is chosen, nor jupyter_client.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -137,6 +138,10 @@ def executor_for(value: Any) -> Executor:
         return value
     if isinstance(value, str):
         scheme = scheme_of(value.strip())
+        if "://" not in value and scheme != "local" and not re.fullmatch(r"\S+:\d+", value.strip()):
+            # Neither "local", nor "scheme://...", nor "host:port" (a typo such as "locla"):
+            # not taken for a Dask address, which would stop the build as unreachable.
+            raise ExecutorProblem("not 'local', an address 'scheme://host:port', nor 'host:port'")
         if scheme not in SCHEMES:
             known = ", ".join(f"'{s}'" if s == "local" else f"'{s}://'" for s in SCHEMES)
             raise ExecutorProblem(f"no executor for the scheme '{scheme}://' (livecells knows {known})")

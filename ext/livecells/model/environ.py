@@ -10,7 +10,8 @@ from fnmatch import fnmatchcase
 #: Name patterns (shell-style, any case) of variables kept from kernels unless configured.
 DEFAULT_ENV_DROP = (
     "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*", "*CREDENTIAL*", "*_KEY",
-    "*_KEY_ID", "*API_KEY*", "*PRIVATE_KEY*", "*_PAT", "SSH_AUTH_SOCK",
+    "*_KEY_ID", "*API_KEY*", "*APIKEY*", "*PRIVATE_KEY*", "*_PAT", "*JWT*", "*_AUTH",
+    "*AUTH_CONFIG*", "*_DSN", "SSH_AUTH_SOCK",
 )  # fmt: skip
 
 

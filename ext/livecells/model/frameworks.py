@@ -123,7 +123,7 @@ class FrameworkSpec:
             preload=_preload(name, settings.get("preload")),
             sync=_code(name, "sync", settings.get("sync", ""), "exec"),
             gpu_used=_code(name, "gpu_used", settings.get("gpu_used", ""), "eval"),
-            version_of=_text(name, "version_of", settings.get("version_of", "")),
+            version_of=_module(name, "version_of", settings.get("version_of", "")),
             env=_env(name, settings.get("env")),
         )
 
@@ -162,6 +162,14 @@ def _preload(name: str, value: Any) -> tuple[str, ...]:
         if not isinstance(module, str) or not MODULE_NAME.match(module):
             raise ValueError(f"framework {name!r}: 'preload' holds {module!r}, not a module name")
     return tuple(value)
+
+
+def _module(name: str, key: str, value: Any) -> str:
+    """A module name, or "" (none)."""
+    value = _text(name, key, value)
+    if value and not MODULE_NAME.match(value):
+        raise ValueError(f"framework {name!r}: {key!r} is {value!r}, not a module name")
+    return value
 
 
 def _env(name: str, value: Any) -> tuple[tuple[str, str], ...]:

@@ -33,6 +33,8 @@ class CellPlan:
     #: The expressions of the ``only`` directives around the cell: it runs only in builds whose
     #: tags satisfy them all (``.. only:: latex`` cells do not run in HTML builds).
     only: tuple[str, ...] = ()
+    #: The frameworks it names that livecells_frameworks does not have.
+    unknown: tuple[str, ...] = ()
 
     def location(self, line: int | None = None) -> str:
         """``file:line`` for a warning about this cell (``line``: default, the directive's)."""

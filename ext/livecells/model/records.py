@@ -351,8 +351,8 @@ class BuildOutcome:
     skipped: int = 0
     failed: int = 0
     seconds: float = 0.0
-    #: Cells of no known framework that the pages show (not run: warned while reading).
-    unknown_cells: int = 0
+    #: Cells of no known framework that the pages show (not run), by page: each one's problem.
+    unknown: list[tuple[str, Problem]] = field(default_factory=list)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -367,7 +367,7 @@ class BuildOutcome:
         sessions = self.sessions.values()
         return (
             sum(s.errors for s in sessions),
-            sum(s.not_run for s in sessions) + self.unknown_cells,
+            sum(s.not_run for s in sessions) + len(self.unknown),
             sum(s.stale_cells for s in sessions),
         )
 
@@ -383,13 +383,16 @@ class BuildOutcome:
 
 def stored_outcome(page: str, framework: str, record: SessionRecord) -> SessionOutcome:
     """A stored session as it is reported without a build (the command line): its record's
-    status, and its cells counted as a build counts them without the page (see :func:`verdict`)."""
+    status, and its cells counted as a build counts them without the page (see :func:`verdict`).
+    A session with a message did not run (its kernel did not start): a build warns of it as a
+    failure whatever status the file gives it, so it is "failed" here too."""
     outcome = SessionOutcome(
         page=page,
         framework=framework,
         source="",
         origin=Origin.STORE,
-        status=record.status,
+        status=SessionStatus.FAILED if record.message else record.status,
+        reason=record.message,
         cells=len(record.cells),
         current=len(record.cells),
         shown=verdict(record),
@@ -400,6 +403,10 @@ def stored_outcome(page: str, framework: str, record: SessionRecord) -> SessionO
 
 #: The build environment's attribute that holds the build's outcome.
 OUTCOME_ATTRIBUTE = "livecells_outcome"
+
+#: The file, in the doctree folder, of the pages whose writing gave a livecells warning (one name
+#: a line): the next build writes them again, so that its warnings (and -W) say what they show.
+RENDER_WARNED = "livecells-render-warned"
 
 
 def outcome_of(env: Any) -> BuildOutcome:

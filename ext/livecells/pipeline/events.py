@@ -23,7 +23,7 @@ from sphinx.util import logging
 
 from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
-from livecells.model.records import outcome_of
+from livecells.model.records import RENDER_WARNED, outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.pipeline.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.pipeline.summary import write_summary
@@ -71,6 +71,14 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     config = get_config(app.env)
     run = Run(app, env)
     changed = run.run()
+    # Pages whose writing warned last time are written again: their warnings are this build's too.
+    warned_file = Path(app.doctreedir) / RENDER_WARNED
+    try:
+        warned = set(warned_file.read_text(encoding="utf-8").splitlines())
+        warned_file.unlink()
+    except (OSError, UnicodeDecodeError):
+        warned = set()
+    changed = sorted(set(changed) | (warned & set(plans(env))))
     seen = _seen(env)
     for docname in plans(env):
         seen[docname] = {
@@ -92,7 +100,7 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     config = get_config(app.env)
     state.processes.close()
     outcome = outcome_of(app.env)
-    if outcome.run_id != state.run_id or not outcome.sessions:
+    if outcome.run_id != state.run_id or not (outcome.sessions or outcome.unknown):
         return  # no session in this build (or it ended before its sessions were planned)
     errors, not_run, stale = outcome.cell_counts()
     logger.info(
@@ -111,7 +119,7 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
         "seconds": round(outcome.seconds, 3),
         "run_id": outcome.run_id,
     }
-    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals)
+    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals, outcome.unknown)
     if exception is None and config.raise_on_error and outcome.failures():
         counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
         raise ExtensionError(

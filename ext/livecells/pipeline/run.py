@@ -26,7 +26,7 @@ from sphinx.util import logging
 from livecells.config import WARNING_TYPE, LivecellsConfig, get_config
 from livecells.execute.devices import GPU, detect_gpus
 from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
-from livecells.model.plans import PagePlan, SessionPlan
+from livecells.model.plans import CellPlan, PagePlan, SessionPlan
 from livecells.model.records import (
     OUTCOME_ATTRIBUTE,
     BuildOutcome,
@@ -130,7 +130,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
         for problem in state.book_depends[1]:
             warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
     book = state.book_depends[0] if config.depends else ""
-    settings = RunSettings(config.timeout, config.output_limit, config.frameworks)
+    settings = RunSettings(config.timeout, config.output_limit, config.frameworks, config.env_drop)
     return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
 
 
@@ -248,7 +248,9 @@ class Run:
         gpus, mode = self.devices(sessions)
         keys = self.keys
         for docname, page in plans(self.env).items():
-            self.outcome.unknown_cells += sum(1 for c in page.cells if not c.frameworks and c.included(self.app.tags))
+            for cell in page.cells:
+                if not cell.frameworks and cell.included(self.app.tags):
+                    self.unknown_framework(docname, cell)
             keys[docname], problems = page_keys(self.app, page)
             for problem in problems:
                 warn(f"live-settings :depends: {problem}", WarningSubtype.DEPENDS, docname)
@@ -295,6 +297,17 @@ class Run:
         if jobs:
             self.execute(gpus, jobs)
         return sorted(self.changed_pages)
+
+    def unknown_framework(self, docname: str, cell: CellPlan) -> None:
+        """A cell of no framework of livecells_frameworks: shown, not run; warned every build."""
+        names = ", ".join(map(repr, cell.unknown))
+        message = (
+            f"live-cell: {f'unknown framework {names}' if names else 'no framework it names'} "
+            f"(livecells_frameworks has {', '.join(self.config.frameworks)}); the cell is shown "
+            "but not run"
+        )
+        warn(message, WarningSubtype.CONFIG, cell.location())
+        self.outcome.unknown.append((docname, Problem(WarningSubtype.CONFIG, cell.location(), message)))
 
     def report_decision(self, session: SessionPlan, decision: Decision) -> list[Problem]:
         """Warn of what the decision says; its problems, located at the session's first cell."""

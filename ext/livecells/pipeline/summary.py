@@ -11,30 +11,43 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from livecells.model.records import SessionOutcome
+from livecells.model.records import Problem, SessionOutcome
 from livecells.model.text import strip_controls, xml_text
 from livecells.model.vocabulary import Origin, SessionStatus
 
 
-def write_summary(directory: str | os.PathLike[str], sessions: list[SessionOutcome], totals: dict[str, Any]) -> None:
-    """Write summary.json, junit.xml and report.txt into ``directory``."""
+def write_summary(
+    directory: str | os.PathLike[str],
+    sessions: list[SessionOutcome],
+    totals: dict[str, Any],
+    unknown: Sequence[tuple[str, Problem]] = (),
+) -> None:
+    """Write summary.json, junit.xml and report.txt into ``directory``. ``unknown``: the cells of
+    no known framework, by page (shown, not run: in no session)."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"totals": totals, "sessions": [summary_entry(s) for s in sessions]}
+    data = {
+        "totals": totals,
+        "sessions": [summary_entry(s) for s in sessions],
+        "unknown_framework": [asdict(problem) for _, problem in unknown],
+    }
     (folder / "summary.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    (folder / "junit.xml").write_bytes(junit_xml(sessions, totals))
+    (folder / "junit.xml").write_bytes(junit_xml(sessions, totals, unknown))
     lines = [
         f"livecells: the pages show {totals.get('unexpected_errors', 0)} cell error(s), "
         f"{totals.get('cells_not_run', 0)} cell(s) not run, {totals.get('cells_stale', 0)} stale; "
         f"{totals.get('failed', 0)} session(s) failed",
         "",
     ]
-    if not any(session.problems for session in sessions):
+    if not any(session.problems for session in sessions) and not unknown:
         lines.append("no problems\n")
+    for _, problem in unknown:
+        lines += [f"== {problem.location}: {problem.kind}: {problem.message}", ""]
     for session in sessions:
         for problem in session.problems:
             lines.append(f"== {problem.location}: [{session.framework}] {problem.kind}: {problem.message}")
@@ -68,10 +81,13 @@ def summary_entry(session: SessionOutcome) -> dict[str, Any]:
     }
 
 
-def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
+def junit_xml(
+    sessions: list[SessionOutcome], totals: dict[str, Any], unknown: Sequence[tuple[str, Problem]] = ()
+) -> bytes:
     """One test case per session: an error when it could not run, a failure when it has
     problems (the warnings: whether its results came from this build or the store); passed
-    when the page shows its cells' results without one, skipped when it shows none by choice."""
+    when the page shows its cells' results without one, skipped when it shows none by choice.
+    And a failed one per cell of no known framework (``unknown``, by page): never run."""
     import xml.etree.ElementTree as ET  # only a build with sessions writes this
 
     failed = SessionStatus.FAILED
@@ -81,8 +97,8 @@ def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
     suite = ET.Element(
         "testsuite",
         name="livecells",
-        tests=str(len(sessions)),
-        failures=str(failures),
+        tests=str(len(sessions) + len(unknown)),
+        failures=str(failures + len(unknown)),
         errors=str(errors),
         skipped=str(skipped),
         time=f"{totals.get('seconds', 0.0):.3f}",
@@ -110,6 +126,9 @@ def junit_xml(sessions: list[SessionOutcome], totals: dict[str, Any]) -> bytes:
         elif session.origin == Origin.STORE:
             out = ET.SubElement(case, "system-out")
             out.text = f"results from the store, made {session.date} on {session.host}"
+    for page, problem in unknown:
+        case = ET.SubElement(suite, "testcase", classname=page, name=f"unknown framework ({problem.location})")
+        ET.SubElement(case, "failure", message=f"{problem.location}: {problem.message}", type=problem.kind)
     for element in suite.iter():  # XML 1.0 holds no controls, U+FFFE/U+FFFF or lone surrogates
         element.text = None if element.text is None else xml_text(element.text)
         element.attrib = {name: xml_text(value) for name, value in element.attrib.items()}

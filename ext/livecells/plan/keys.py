@@ -2,12 +2,14 @@
 
 Each session's key is a hash of everything besides the machine that decides what the session
 gives: its cells' code in order, each with the timeout it runs under (its ``:timeout:``, else
-``livecells_timeout``), the page's ``live-settings`` (``:gpus:``, the ``:timeout:`` budget), the
-page's ``:depends:`` files (and the book's ``livecells_depends``), ``livecells_output_limit``,
-and the framework's ``sync`` and probe code (what the timing line measures and says). A stored
-result stands only for the settings it ran under (:class:`RunSettings`). The environment's
-fingerprint (kernelspec, versions) is kept beside the key, not in it, so the device policy can
-tell "the code changed" from "the machine changed". Nothing here knows Sphinx.
+``livecells_timeout``) and the errors its ``:raises:`` expects (what the stored status says),
+the page's ``live-settings`` (``:gpus:``, the ``:timeout:`` budget), the page's ``:depends:``
+files (and the book's ``livecells_depends``), ``livecells_output_limit``, ``livecells_env_drop``
+(what of the environment a cell sees), and the framework's ``sync`` and probe code (what the
+timing line measures and says). A stored result stands only for the settings it ran under
+(:class:`RunSettings`). The environment's fingerprint (kernelspec, versions) is kept beside the
+key, not in it, so the device policy can tell "the code changed" from "the machine changed".
+Nothing here knows Sphinx.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ KEY_VERSION = 2
 @dataclass(frozen=True)
 class RunSettings:
     """The book's settings that change what a session gives, besides its page: the timeout of
-    cells without ``:timeout:``, the output limit, and each framework's spec."""
+    cells without ``:timeout:``, the output limit, each framework's spec, and the patterns of
+    environment variables kept from the kernels."""
 
     timeout: float = 600.0
     output_limit: int = 100_000
     frameworks: Mapping[str, FrameworkSpec] = field(default_factory=dict)
+    env_drop: tuple[str, ...] = ()
 
 
 def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings | None = None) -> str:
@@ -55,13 +59,17 @@ def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings
         "gpus": session.settings.gpus,
         "budget": _seconds(session.settings.timeout),
         "output_limit": settings.output_limit,
+        "env_drop": sorted({pattern.upper() for pattern in settings.env_drop}),  # as kept_environ reads them
         # What the timing line measures (sync) and says (the device, the version).
         "spec": [spec.sync, spec.gpu_used, spec.version_module] if spec is not None else None,
     }
     digest.update(json.dumps(header, sort_keys=True).encode())
     for cell in session.cells:
         timeout = cell.timeout or settings.timeout  # as run_session gives it
-        digest.update(json.dumps([cell.code, _seconds(timeout)]).encode())
+        # :raises: decides the cell's stored ``expected`` and the session's status, which the
+        # command line's report reads without the page.
+        raises = None if cell.raises is None else sorted(cell.raises)
+        digest.update(json.dumps([cell.code, _seconds(timeout), raises]).encode())
         digest.update(b"\0")
     return digest.hexdigest()
 

@@ -58,6 +58,7 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 stderr=StderrMode(cell.get("stderr", StderrMode.SHOW)),
                 source=cell.source or str(source),
                 only=tuple(reversed(only)),
+                unknown=tuple(cell.get("unknown") or ()),
             )
         )
     settings_nodes = list(doctree.findall(live_settings))

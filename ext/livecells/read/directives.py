@@ -89,7 +89,9 @@ class LiveCellDirective(SphinxDirective):
         names = _frameworks_argument(self.arguments[0])
         known = config.framework_names()
         unknown = [n for n in names if n != ALL and n not in known]
-        if unknown:
+        # A cell left with no framework is not run: the build warns of it each time (a page
+        # that is not read again would pass -W the next time).
+        if unknown and any(n == ALL or n in known for n in names):
             warn_config(
                 self.get_location(),
                 "live-cell: unknown framework %s (livecells_frameworks has %s); the cell is "

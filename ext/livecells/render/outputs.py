@@ -9,6 +9,7 @@ text keeps ANSI colours only as escaped spans; ``text/html`` passes as markup on
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import posixpath
@@ -22,7 +23,7 @@ from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
 from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_priority
-from livecells.model.records import CellRecord
+from livecells.model.records import RENDER_WARNED, CellRecord
 from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.model.vocabulary import StderrMode, WarningSubtype
@@ -54,6 +55,22 @@ class Outputs:
             builder.name, builder.format, config.mime_priority, html_as_markup=config.allow_html
         )
 
+    def warn(self, cell: live_cell, framework: str, message: str) -> None:
+        _output_warning(cell, framework, message)
+        self.warned()
+
+    def warned(self) -> None:
+        """Note that writing this page gave a warning: the next build writes it again, although
+        nothing changed, so that its warnings (and ``-W``) are given again (see RENDER_WARNED)."""
+        folder = getattr(self.builder, "doctreedir", None)
+        if folder is None:
+            return
+        try:  # one short line, appended: safe from the processes of a parallel write
+            with open(Path(folder) / RENDER_WARNED, "a", encoding="utf-8") as handle:
+                handle.write(self.docname + "\n")
+        except OSError:
+            pass  # the page is not written again by itself: as before
+
     def of(self, cell: live_cell, result: CellRecord, framework: str) -> list[nodes.Node]:
         """The nodes of a cell's outputs, in order."""
         out: list[nodes.Node] = []
@@ -83,7 +100,7 @@ class Outputs:
                 # The name goes into a class attribute: a cell can set sys.stdout.name.
                 shown_as = css_name(name)
                 why = f"a stream named {one_line(repr(name), 60)} is shown as {shown_as!r}"
-                _output_warning(cell, framework, why)
+                self.warn(cell, framework, why)
                 output = {**output, "name": shown_as}
             return self._output_nodes(cell, output)
         except Exception as err:  # noqa: BLE001 - one output never ends the build
@@ -99,7 +116,7 @@ class Outputs:
 
     def left_out(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
         why = one_line(why, 200)
-        _output_warning(cell, framework, f"an output was left out: {why}")
+        self.warn(cell, framework, f"an output was left out: {why}")
         return [note(f"[an output was left out: {why}]", "livecells-refused")]
 
     def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
@@ -165,6 +182,7 @@ class Outputs:
             try:
                 rendered = _SHOWN_AS[kind.shown_as](self, kind, value)
             except UnsafeMath as err:
+                self.warned()
                 logger.warning(
                     f"a {mime} output is not shown as math: {err}; the next representation (or "
                     "its source, as text) is shown instead",
@@ -173,6 +191,7 @@ class Outputs:
                 refused = refused or str(value)
                 continue
             except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
+                self.warned()
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
                     "the next representation is shown instead",
@@ -228,6 +247,13 @@ class Outputs:
             )
         name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{kind.suffix}"
         builder = self.builder
+        if kind.name == "image/svg+xml" and not self.config.allow_html:
+            # An SVG can hold scripts: as a file of the site, a reader who opens it runs them on
+            # the site's origin. Inside the page as a data: URI it is only ever an <img> (no
+            # script runs there, and browsers open no data: URL as a page).
+            uri = "data:image/svg+xml;base64," + base64.b64encode(raw).decode("ascii")
+            image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
+            return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
         if self.format == "latex":
             target = Path(builder.outdir) / name
             uri = name

@@ -126,11 +126,19 @@ class OutputStore:
         Raises :class:`StoreProblem` when the file cannot be changed (or, for some frameworks'
         results, read)."""
         path = self.path(docname)
+        root = self.root.resolve()
+        if root not in path.resolve().parents:  # "../../tsconfig", "/etc/x": not the store's
+            raise StoreProblem(f"{path}: not in the store folder {root}; left alone")
         if not path.exists():
             return False
         try:
             with self._locked(docname):
                 if frameworks is None:
+                    if _foreign(path):
+                        raise StoreProblem(
+                            f"{path}: JSON that is not a livecells store file; left alone (is "
+                            "the store folder right?)"
+                        )
                     path.unlink(missing_ok=True)
                     return True
                 data = self.load(docname)
@@ -209,6 +217,16 @@ def _read(path: Path) -> str:
 
 def _empty(docname: str) -> dict[str, Any]:
     return {"format": FORMAT, "page": docname, "sessions": {}}
+
+
+def _foreign(path: Path) -> bool:
+    """Whether ``path`` holds JSON that is no livecells store file (a ``package.json`` in a
+    store folder given wrong), which ``clear`` must not delete. A damaged file is the store's."""
+    try:
+        data = json.loads(_read(path))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return not (isinstance(data, dict) and isinstance(data.get("sessions"), dict) and "format" in data)
 
 
 def _is_newer(path: Path) -> bool:
