@@ -155,7 +155,7 @@ class InProcessSession:
     """
 
     def __init__(self, framework: Any, *, cwd: Any, devices: Any = None, output_limit: int = 100_000, **_: Any):
-        from livecells.execute.outputs import SessionDisplays
+        from livecells.execute.iopub import SessionDisplays
 
         self.framework = framework
         self.cwd = cwd
@@ -177,7 +177,7 @@ class InProcessSession:
         import time
         import traceback
 
-        from livecells.execute.outputs import OutputCollector
+        from livecells.execute.iopub import OutputCollector
         from livecells.model.records import CellRecord
 
         self.count += 1

@@ -59,7 +59,7 @@ FOCUS_JS = """() => { const el = document.activeElement;
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base's name
         """Keep the request log out of the test output."""
 
 

@@ -21,7 +21,7 @@ from livecells.model.vocabulary import (
     StderrMode,
     WarningSubtype,
 )
-from livecells.store.records import session_from_json, session_to_json
+from livecells.store.codec import session_from_json, session_to_json
 from livecells.store.schema import Invalid, check_session
 
 from helpers import build_site, cell_with, outputs, said, soup

@@ -21,7 +21,7 @@ from sphinx.util import logging
 
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.folders import store_problem
-from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
+from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
 from livecells.model.mime import PriorityOverride, priority_override
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
 from livecells.sphinx_util import from_command_line, origin
@@ -199,8 +199,8 @@ class LivecellsConfig:
         default_factory=lambda: _frameworks(DEFAULT_FRAMEWORKS),
         metadata=_meta(
             "The frameworks the book is written for, in tab order: name -> {label, kernel, "
-            "preload, sync, gpu_used, version_of, env}. Known frameworks (pytorch, mxnet, "
-            "tensorflow, jax) keep their defaults for what is left out; a bad entry is dropped.",
+            f"preload, sync, gpu_used, version_of, env}}. Known frameworks ({', '.join(KNOWN_FRAMEWORKS)}) "
+            "keep their defaults for what is left out; a bad entry is dropped.",
             _frameworks,
             "dict",
         ),

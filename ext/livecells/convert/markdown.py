@@ -5,27 +5,10 @@ d2lbook's authors write Markdown: code cells are fences with the ``.input`` clas
 frameworks it belongs to (none: the book's first tab), prose for one framework sits between
 ``:begin_tab:`NAMES``` and ``:end_tab:``, and ``:label:``/``:numref:``/``:eqref:``/``:cite:`` marks
 stand for Sphinx's cross-references. This module reads such a chapter the way d2lbook's
-``notebook.py``, ``rst.py`` and ``slides.py`` do, and writes it as MyST Markdown:
-
-- a cell becomes ```` ```{live-cell} NAMES ```` (``all``, one name or a comma list); a cell whose
-  code picks branches with ``tab.selected(...)`` becomes one cell per framework, each with its
-  branches resolved, and frameworks whose resolved code is the same share one cell;
-- the ``%load_ext d2lbook.tab`` / ``tab.interact_select(...)`` cell is dropped;
-- ``#@hide``, ``#@hide_code``, ``#@hide_output`` and ``#@hide_all`` become ``:hide-code:`` and
-  ``:hide-output:`` (the cell still runs); ``#@save`` stays in the code as a comment;
-- tab prose becomes ```` ```{live-text} NAMES ```` (``all``: plain prose); prose and cells of
-  frameworks the book does not have are dropped, as d2lbook drops them;
-- the slide marks ``[**…**]`` and ``(**…**)`` keep their text, ``[~~…~~]`` and ``(~~…~~)`` are
-  removed;
-- marks become MyST: ``(label)=`` targets, a labelled ``$$…$$`` a ``{math}`` block, ``:numref:`` →
-  ``{numref}``, ``:eqref:`` → ``{eq}``, ``:cite:``/``:citet:``/``:citep:`` → ``{cite}``/
-  ``{cite:t}``/``{cite:p}``, ``:bibliography:`` → ``{bibliography}`` (with d2lbook's ``:style:
-  apa``), and ``eval_rst``/``toc`` fences (in framework prose too) → ``{eval-rst}``/``{toctree}``;
-- what pandoc and d2lbook's ``rst.py`` make of the prose, MyST gets too: an image alone in its
-  paragraph with a caption (or a mark) becomes a ``{figure}``; each ``$$…$$`` inside a paragraph
-  or list item a display block of its own; a ``:Caption`` line before a pipe table a ``{table}``
-  with that caption; and a label that does not follow its section title, figure or table directly
-  (a blank line between, or text) is moved up to the one before it, as d2lbook moves it.
+``notebook.py``, ``rst.py`` and ``slides.py`` do, and writes it as MyST Markdown: cells as
+```` ```{live-cell} NAMES ```` (one per framework where ``tab.selected(...)`` branches differ), tab
+prose as ```` ```{live-text} NAMES ````, hide marks as options, d2lbook's marks as MyST roles and
+directives. What each mark becomes, and why, is the table in ``docs/markdown.rst``.
 
 Which frameworks the book has comes from d2lbook's ``config.ini`` (``[build] tabs``) when it lies
 beside the chapter or above it; else from the chapter's ``tab.interact_select([...])``; else from

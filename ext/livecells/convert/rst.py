@@ -2,8 +2,7 @@
 
 d2lbook 1.0 (``d2lbook build rst --tab all``) writes each framework's cells, and its
 ``:begin_tab:`` prose, into HTML tab panels: a group is a tab bar, one panel per tab and a
-closing ``</div>``, each a ``.. raw:: html`` block (the shape is described in
-``shared/d2l-corpus/README.md``). A cell is a ``.. code:: python`` block (after a
+closing ``</div>``, each a ``.. raw:: html`` block. A cell is a ``.. code:: python`` block (after a
 ``\\diilbookstyleinputcell`` LaTeX marker), followed by its outputs: ``.. parsed-literal::`` blocks
 of class ``output`` and bare ``.. figure:: output_<stem>_<sha>_<n>_0.svg`` images.
 

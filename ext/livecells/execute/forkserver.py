@@ -1,8 +1,9 @@
 """Fast kernel starts: kernels forked from a template process that imported the framework once.
 
-A fresh kernel costs each session ~0.5 s of interpreter and ipykernel start-up plus its
-framework's import (``import torch`` ~1.4 s). A *template* process per (kernel python, preload,
-kernelspec env) pays both once, then forks a kernel per launch request (~20 ms). The fork happens
+A fresh kernel costs each session the interpreter's and ipykernel's start-up plus its
+framework's import (``import torch`` alone takes seconds). A *template* process per (kernel
+python, preload, kernelspec env) pays both once, then forks a kernel per launch request
+(``docs/performance.rst`` has the figures). The fork happens
 before the kernel app starts, never from a running kernel (an event loop cannot survive a fork;
 ipykernel PR #410). A template whose imports touched CUDA refuses to serve: CUDA state does not
 survive a fork, and each child must meet CUDA only after its ``CUDA_VISIBLE_DEVICES`` is set.
@@ -13,11 +14,11 @@ template and hands back a Popen-like :class:`ForkedProcess`; :class:`ForkedKerne
 installs it without any kernelspec change. Any failure falls back to the normal launch.
 
 This module is the launcher's side; the template's program is :mod:`livecells.execute.template`,
-a file that the kernel's own Python runs. The module's size (~500 lines) is earned: its four
-parts are the launcher's half of one protocol and are read together: :class:`Template` (one
-template process: start, readiness, requests, close), :class:`ForkedProcess` (a forked kernel as
-jupyter_client's Popen), :class:`ForkServer` (a template per key, the environment check, the
-fallbacks said once) and the jupyter_client glue (provisioner and manager, ~70 lines).
+a file that the kernel's own Python runs. Its parts are the launcher's half of one protocol:
+:class:`Template` (one template process: start, readiness, requests, close),
+:class:`ForkedProcess` (a forked kernel as jupyter_client's Popen), :class:`ForkServer` (a
+template per key, the environment check, the fallbacks said once) and the jupyter_client glue
+(provisioner and manager).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 #: kernels by "ipykernel" in the command line (tests/conftest.py) find them too.
 MARKER = "livecells-ipykernel-forkserver"
 #: What every kernel imports while it initialises; imported once in the template instead
-# (ipykernel.debugger alone, through debugpy, is half of a kernel's own start-up).
+# (ipykernel.debugger, through debugpy, is the largest of them).
 KERNEL_MODULES = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
@@ -66,7 +67,7 @@ KERNEL_MODULES = (
     "ipykernel.debugger",
     "ipykernel.comm",
     "IPython.core.completer",
-    # Imported by the kernel's shell as it starts (measured: ~20 ms of each start).
+    # Imported by the kernel's shell as it starts.
     "IPython.core.completerlib",
     "IPython.core.debugger",
     "IPython.core.logger",
@@ -663,7 +664,7 @@ def _key_of(framework: FrameworkSpec) -> Key | None:
 
     try:
         spec = KernelSpecManager().get_kernel_spec(framework.kernel)
-    except Exception:  # noqa: BLE001 - no such kernel: the session itself will say so
+    except Exception:  # no such kernel: the session itself will say so
         return None
     return _key(spec.argv[0], {**framework.kernel_env(os.environ), **spec.env}, framework.preload)
 

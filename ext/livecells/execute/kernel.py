@@ -34,7 +34,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
 from livecells.execute import hook
-from livecells.execute.outputs import OutputCollector, SessionDisplays
+from livecells.execute.iopub import OutputCollector, SessionDisplays
 from livecells.execute.reaper import (
     SESSION_VARIABLE,
     Guard,

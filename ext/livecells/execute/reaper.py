@@ -45,7 +45,7 @@ def prctl(option: int, value: int) -> bool:
         return False
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
-    except Exception:  # noqa: BLE001 - no libc prctl
+    except Exception:  # no libc prctl
         return False
 
 
@@ -146,7 +146,7 @@ def kill_tree(
             try:
                 found = [pid for pid in descendants(root, table) if pid != os.getpid()]
                 failure = None
-            except Exception as err:  # noqa: BLE001 - /proc changed under the walk: walk again
+            except Exception as err:  # /proc changed under the walk: walk again
                 found, failure = [], err
             table = None
             if not found and failure is None:
@@ -220,7 +220,7 @@ def _surviving(kill: Callable[..., object], what: object) -> None:
     not end the guard, which goes on to the next tree."""
     try:
         kill(what)
-    except Exception:  # noqa: BLE001 - the guard's last duty is to kill all it can
+    except Exception:  # the guard's last duty is to kill all it can
         import traceback
 
         traceback.print_exc()

@@ -271,7 +271,7 @@ async def run_session(
     except (RuntimeError, OSError, asyncio.TimeoutError) as err:
         what = "failed during the session" if results else "could not be started"
         message = f"the {job.framework.name} kernel {what}: {err or type(err).__name__}"
-    except Exception as err:  # noqa: BLE001 - a problem of one session must not end the build
+    except Exception as err:  # a problem of one session must not end the build
         message = f"livecells could not run the session: {type(err).__name__}: {err}"
     for cell in plan.cells:
         results.setdefault(cell.index, _not_run(message or "not run"))

@@ -3,7 +3,7 @@
 :class:`SessionRecord` is one executed (page, framework) session: a :class:`CellRecord` per cell
 (its Jupyter outputs, run time, status) and where, when and on what it ran
 (:class:`Provenance`). The execute stage makes them; the store keeps them (it alone turns them
-into JSON and back, :mod:`livecells.store.records`); render shows them.
+into JSON and back, :mod:`livecells.store.codec`); render shows them.
 
 :class:`SessionOutcome` is what this build did with a session (run it, took it from the store,
 or did not run it, and why); :class:`BuildOutcome` holds them all, with this build's records.

@@ -255,7 +255,7 @@ class RenderLiveCells(SphinxPostTransform):
         if shown.origin == Origin.RECORDED or shown.result is None:
             return _recorded_blocks(cell)
         result = shown.result
-        out = self.outputs.of(cell, result, framework)
+        out = self.outputs.render(cell, result, framework)
         if result.status == CellStatus.NOT_RUN:
             out.append(note(result.evalue or "not run", "livecells-not-run"))
             out.extend(_recorded_blocks(cell))

@@ -71,7 +71,7 @@ class Outputs:
         except OSError:
             pass  # the page is not written again by itself: as before
 
-    def of(self, cell: live_cell, result: CellRecord, framework: str) -> list[nodes.Node]:
+    def render(self, cell: live_cell, result: CellRecord, framework: str) -> list[nodes.Node]:
         """The nodes of a cell's outputs, in order."""
         out: list[nodes.Node] = []
         # Consecutive streams of one name are one text, as in JupyterLab's output area; an
@@ -81,15 +81,15 @@ class Outputs:
             try:
                 check_output(output, f"output {position + 1}")
             except Invalid as err:
-                out.extend(self.shown_run(cell, run, framework))
+                out.extend(self.render_run(cell, run, framework))
                 run = []
-                out.extend(self.left_out(cell, framework, str(err)))
+                out.extend(self.refused_note(cell, framework, str(err)))
                 continue
             run.append(output)
-        out.extend(self.shown_run(cell, run, framework))
+        out.extend(self.render_run(cell, run, framework))
         return out
 
-    def isolated(
+    def render_one(
         self, cell: live_cell, output: Any, position: int, framework: str
     ) -> list[nodes.Node]:
         """One output's nodes; one that cannot be shown is a located warning and a note."""
@@ -103,18 +103,19 @@ class Outputs:
                 self.warn(cell, framework, why)
                 output = {**output, "name": shown_as}
             return self._output_nodes(cell, output)
-        except Exception as err:  # noqa: BLE001 - one output never ends the build
+        except Exception as err:  # one output never ends the build
             why = str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}"
-            return self.left_out(cell, framework, why)
+            return self.refused_note(cell, framework, why)
 
-    def shown_run(self, cell: live_cell, run: list[dict[str, Any]], framework: str) -> list[nodes.Node]:
+    def render_run(self, cell: live_cell, run: list[dict[str, Any]], framework: str) -> list[nodes.Node]:
         """The nodes of a run of well-formed outputs, streams joined as JupyterLab joins them."""
         out: list[nodes.Node] = []
         for position, output in enumerate(shown_outputs(run)):
-            out.extend(self.isolated(cell, output, position, framework))
+            out.extend(self.render_one(cell, output, position, framework))
         return out
 
-    def left_out(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
+    def refused_note(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
+        """A located warning, and the note the page shows where the output would have been."""
         why = one_line(why, 200)
         self.warn(cell, framework, f"an output was left out: {why}")
         return [note(f"[an output was left out: {why}]", "livecells-refused")]
@@ -128,7 +129,7 @@ class Outputs:
             text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:
                 return []
-            classes = ["livecells-stream", f"livecells-{css_name(name)}"]  # safe: see _isolated_output
+            classes = ["livecells-stream", f"livecells-{css_name(name)}"]  # safe: see render_one
             result: list[nodes.Node] = [self.text(text, classes)]
             if output.get("truncated"):
                 result.append(

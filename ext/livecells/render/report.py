@@ -35,7 +35,7 @@ from livecells.sphinx_util import app_of
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
 
 
-class live_report(nodes.General, nodes.Element):  # noqa: N801
+class live_report(nodes.General, nodes.Element):
     """Where the execution report goes; replaced when the page is written."""
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from livecells.model.records import SessionRecord
-from livecells.store.records import session_from_json, session_to_json
+from livecells.store.codec import session_from_json, session_to_json
 from livecells.store.schema import Invalid, check_session
 
 FORMAT = 1

@@ -126,7 +126,8 @@ def _mime_bundle(data: Any, where: str) -> None:
 
 def _base64(text: str, where: str) -> None:
     """Base64, as Jupyter writes it (line breaks allowed); checked without decoding it when
-    it is plainly well formed (ten times faster: the store holds every image of the book)."""
+    it is plainly well formed (decoding is the slow part, and the store holds every image of
+    the book)."""
     if text.isascii():
         raw = text.encode("ascii")
         rest = raw.translate(None, _BASE64_ALPHABET)
