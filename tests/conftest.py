@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import jinja2
 import psutil
 import pytest
 
@@ -47,41 +46,6 @@ def no_kernel_left():
     assert not left, f"kernels left running: {[p.pid for p in left]}"
 
 
-class _CompiledTemplates(jinja2.BytecodeCache):
-    """Jinja's bytecode cache, in memory: each test build compiles the theme's templates anew
-    (a third of a small build's time); this process compiles each once. Jinja checks each
-    template's source against the checksum it was compiled from."""
-
-    def __init__(self) -> None:
-        self.codes: dict[str, bytes] = {}
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        code = self.codes.get(bucket.key)
-        if code is not None:
-            bucket.bytecode_from_string(code)
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        self.codes[bucket.key] = bucket.bytecode_to_string()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _compile_templates_once():
-    from sphinx.jinja2glue import BuiltinTemplateLoader
-
-    caches: dict[tuple, _CompiledTemplates] = {}  # by what the compiled code depends on
-    original = BuiltinTemplateLoader.init
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        env = self.environment
-        settings = (tuple(sorted(env.extensions)), env.autoescape, env.block_start_string, env.variable_start_string)
-        env.bytecode_cache = caches.setdefault(settings, _CompiledTemplates())
-
-    BuiltinTemplateLoader.init = init
-    yield
-    BuiltinTemplateLoader.init = original
-
-
 #: Modules whose shared builds take longest (real torch, mxnet, timeouts): collected first. ``make
 #: test`` runs pytest-xdist with ``--dist loadfile`` (a module's tests, and so its module-scoped
 #: builds, on one worker) and ``--no-loadscope-reorder`` (modules handed out in this order), so
@@ -96,13 +60,3 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Under ``-q`` (``make test``), pytest-xdist's "bringing up nodes..." lines are left out."""
-    config = session.config
-    dsession = config.pluginmanager.getplugin("dsession")
-    if dsession is not None and config.option.verbose < 0:
-        config.pluginmanager.unregister(name="terminaldistreporter")
-        dsession.terminal = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import logging
 import os
 import re
 import subprocess
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import IPython.display
-import sphinx.util.logging
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
@@ -79,29 +77,6 @@ def meta(cell) -> list[str]:
     return [p.get_text() for p in cell.select("p.livecells-meta")]
 
 
-@contextlib.contextmanager
-def no_unshown_log_records():
-    """Sphinx apps made in this block make no log record that their verbosity does not show.
-
-    Sphinx sets its logger to DEBUG whatever the verbosity and lets its handlers drop what is
-    not shown: each app's start-up (every extension's add_config_value, add_node, connect, ...)
-    made some 700 debug records, each with a stack walk (7 % of the CPU time of a small test
-    build). The logger's level is set to the lowest its handlers show: nothing shown changes.
-    """
-    original = sphinx.util.logging.setup
-
-    def setup(app: Any, status: Any, warning: Any, *, verbosity: int = 0) -> None:
-        original(app, status, warning, verbosity=verbosity)
-        shown = sphinx.util.logging.VERBOSITY_MAP[max(verbosity, 0)]
-        logging.getLogger(sphinx.util.logging.NAMESPACE).setLevel(min(shown, logging.WARNING))
-
-    sphinx.util.logging.setup = setup
-    try:
-        yield
-    finally:
-        sphinx.util.logging.setup = original
-
-
 def build_site(
     src: Path, builder: str = "html", *, kernels: FakeKernels | None = None, **kwargs: Any
 ) -> tuple[SphinxTestApp, str]:
@@ -113,8 +88,7 @@ def build_site(
     warnings = StringIO()
     if kernels is not None:
         kwargs["confoverrides"] = {**kwargs.get("confoverrides", {}), "livecells_executor": kernels}
-    with no_unshown_log_records():
-        app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
+    app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
     try:
         app.build()
     finally:

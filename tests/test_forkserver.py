@@ -499,8 +499,6 @@ import json as _j, os as _o, sys as _s, threading as _t
 from ipykernel.kernelapp import IPKernelApp as _A
 _app, _ip = _A.instance(), get_ipython()
 print(_j.dumps({
-    "preinitialised": [getattr(_app, "livecells_preinitialised", False),
-                       getattr(_ip, "livecells_template_shell", False)],
     "config": {k: dict(v) for k, v in _app.config.items() if k != "IPKernelApp"},
     "app_config": {k: v for k, v in _app.config.get("IPKernelApp", {}).items()
                    if k not in ("connection_file", "parent_handle")},
@@ -560,30 +558,25 @@ async def app_session(factory: Any, cwd: Path) -> dict[str, Any]:
         return found
 
 
-def test_a_preinitialised_kernel_app_and_shell_are_invisible_to_cells(shared: dict[str, Any]) -> None:
-    """The template configures ipykernel's app once (command line with the kernels' arguments,
-    config files, profile, logging) and builds its shell; each forked kernel still has its own
+def test_a_forked_kernels_app_and_shell_are_a_fresh_kernels(shared: dict[str, Any]) -> None:
+    """Each forked kernel runs ipykernel's own start-up after the fork: its own app, shell,
     sockets, threads, kernel, history, namespace, environment and starting directory. The
     oracle is a kernel launched normally: what its cells see is what a forked kernel's cells
     see, but for what differs by design (the connection file, the seeds, the cwd)."""
     fresh, forked, folders = shared["app"]["fresh"], shared["app"]["forked"], shared["app"]["folders"]
     assert shared["fallbacks"] == {}
-    assert not fresh["forked"] and fresh["state"]["preinitialised"] == [False, False]
+    assert not fresh["forked"]
     for found, cwd in zip(forked, folders[1:]):
-        assert found["forked"] and found["state"]["preinitialised"] == [True, True]
+        assert found["forked"]
         a, b = copy.deepcopy(fresh["state"]), copy.deepcopy(found["state"])
         assert b["connection_file"] == found["connection_file"] != a["connection_file"]
         assert b["hidden_dir_stack"] == [[str(cwd)], str(cwd)]
         assert a["shell"][3] == str(folders[0]) and b["shell"][3] == str(cwd)  # starting_dir
         a["shell"][3] = b["shell"][3] = None
-        # The template shell's exit hook, unregistered (each kernel registers it where a fresh
-        # shell does, before the IOPub thread's): CPython keeps its slot, empty, and counts it.
-        assert b["exit_hooks"][0] == a["exit_hooks"][0] + 1
-        a["exit_hooks"][0] = b["exit_hooks"][0] = None
         # A forked kernel is told its parent on its command line (its parent is the template),
-        # a fresh one by JPY_PARENT_PID; the next test compares it with a full launch's.
+        # a fresh one by JPY_PARENT_PID.
         assert b["cli_app"] == ["connection_file", "parent_handle"] and a["cli_app"] == ["connection_file"]
-        for name in ("preinitialised", "connection_file", "hidden_dir_stack", "cli_app"):
+        for name in ("connection_file", "hidden_dir_stack", "cli_app"):
             a.pop(name), b.pop(name)
         assert a == b
         assert found["counts"] == fresh["counts"] == [1, 2, 3, 4]
@@ -606,44 +599,24 @@ async def env_session(server: ForkServer, cwd: Path, extra: dict[str, str]) -> t
         return k.km.provisioner.process, app_state(result)
 
 
-def test_a_session_env_the_template_did_not_see_gets_a_fully_initialised_app(shared: dict[str, Any]) -> None:
-    """A variable allowed to differ per session (``per_session_env``) but not known to be unread
-    by the kernel's configuration: the child builds its app and shell from scratch, and its
-    cells see what a pre-initialised child's cells see (exit hooks included)."""
-    (process, state), (_, prepared) = shared["session_env"]  # with the variable, then without
-    state, prepared = copy.deepcopy(state), copy.deepcopy(prepared)  # popped from below
+def test_a_variable_allowed_to_differ_per_session_still_forks(shared: dict[str, Any]) -> None:
+    """A session with a variable of ``per_session_env`` the template did not see is forked, and
+    its cells see what a session without it sees."""
+    (process, state), (other, without) = shared["session_env"]  # with the variable, then without
+    state, without = copy.deepcopy(state), copy.deepcopy(without)  # popped from below
     assert shared["fallbacks"] == {}
-    assert isinstance(process, ForkedProcess)
-    assert state["preinitialised"] == [False, False]  # neither the app nor the shell
-    assert prepared["preinitialised"] == [True, True]
+    assert isinstance(process, ForkedProcess) and isinstance(other, ForkedProcess)
     assert state["history"] == [2, 0, 2, 2] and state["main_is_user_module"]
     assert state["shell"][5] == ":memory:"
-    for name in ("preinitialised", "connection_file"):
-        state.pop(name), prepared.pop(name)
-    assert state == prepared
-
-
-def test_launch_arguments_the_template_did_not_prepare_for_get_a_full_launch(tmp_path: Path) -> None:
-    """A template prepared for other kernel arguments than the launch passes (here none, where
-    every kernel gets ``--HistoryManager.hist_file=:memory:``): the child parses its own."""
-    with ForkServer(kernel_arguments=()) as server:
-
-        async def one() -> tuple[Any, dict[str, Any]]:
-            async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
-                return k.km.provisioner.process, app_state(await k.run_cell(APP_STATE, 30))
-
-        process, state = run(one())
-    assert isinstance(process, ForkedProcess)
-    assert state["preinitialised"] == [False, False]
-    assert state["shell"][5] == ":memory:" and state["config"]["HistoryManager"] == {"hist_file": ":memory:"}
+    state.pop("connection_file"), without.pop("connection_file")
+    assert state == without
 
 
 def test_a_configured_shell_subclass_is_built_by_the_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A kernel config file that names a kernel class with another shell class: the
-    pre-initialised app serves, but the kernel builds its own shell of that class (the
-    template's is a ZMQInteractiveShell)."""
+    """A kernel config file that names a kernel class with another shell class: a forked
+    kernel builds a shell of that class, as a fresh kernel does."""
     ipython_dir = tmp_path / "ipython"
     (ipython_dir / "profile_default").mkdir(parents=True)
     (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(
@@ -676,12 +649,10 @@ def test_a_configured_shell_subclass_is_built_by_the_kernel(
 
         fresh, forked = run(sessions())
         assert server.fallbacks == {}
-    assert forked["forked"] and forked["state"]["preinitialised"] == [True, False]
+    assert forked["forked"]
     assert fresh["state"]["shell"][0] == forked["state"]["shell"][0] == "TestShell"
     a, b = dict(fresh["state"]), dict(forked["state"])
-    assert b["exit_hooks"][0] == a["exit_hooks"][0] + 1  # an empty slot, as in the test above
-    a["exit_hooks"][0] = b["exit_hooks"][0] = None
-    for name in ("preinitialised", "connection_file", "hidden_dir_stack", "cli_app"):
+    for name in ("connection_file", "hidden_dir_stack", "cli_app"):
         a.pop(name), b.pop(name)
     assert a == b
     assert fresh["second"] == forked["second"] == "3\n"
@@ -691,9 +662,8 @@ def test_a_config_file_that_runs_code_is_read_by_each_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Python config file that does more than set values (here: it sets an environment
-    variable and reads the cwd) is read by each kernel at its own launch, as a fresh kernel
-    reads it, not once in the template (whose environment and cwd are not the kernel's); one
-    that only sets values is read once, and its settings hold in every pre-initialised kernel."""
+    variable and reads the cwd) is read by each forked kernel at its own launch, in its own
+    environment and cwd, as a fresh kernel reads it; so is one that only sets values."""
     cwd = tmp_path / "page"
     cwd.mkdir()
     cell = (
@@ -714,9 +684,8 @@ def test_a_config_file_that_runs_code_is_read_by_each_kernel(
 
     async def session(factory: Any) -> list[Any]:
         async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
-            state = app_state(await k.run_cell(APP_STATE, 30))
             result = await k.run_cell(cell, 30)
-            return [state["preinitialised"], [o.get("text") or o.get("data", o)["text/plain"] for o in result.outputs]]
+            return [o.get("text") or o.get("data", o)["text/plain"] for o in result.outputs]
 
     def sessions() -> list[list[Any]]:
         with ForkServer() as server:
@@ -733,20 +702,18 @@ def test_a_config_file_that_runs_code_is_read_by_each_kernel(
             "c.InteractiveShellApp.exec_lines.append('here = %r' % os.getcwd())\n")
     fresh, forked = sessions()
     expected = ["set True True\n", "1", "2"]
-    assert fresh == [[False, False], expected]
-    assert forked == [[False, False], expected]  # a full launch in the forked child
+    assert fresh == forked == expected
     profile("settings", "c.InteractiveShellApp.exec_lines.append(\"here = __import__('os').getcwd()\")\n")
     fresh, forked = sessions()
     expected = ["None True True\n", "1", "2"]
-    assert fresh == [[False, False], expected]
-    assert forked == [[True, True], expected]
+    assert fresh == forked == expected
 
 
 def test_a_forked_kernel_that_dies_starting_leaves_its_reason_in_its_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A configuration that makes the shell fail to build (an unknown colour scheme): the
-    template cannot pre-initialise, and each forked kernel dies in its own start-up, after
+    """A configuration that makes the shell fail to build (an unknown colour scheme): each
+    forked kernel dies in its own start-up, after
     ipykernel captured fd 2, with its traceback in the kernel's log, as a fresh kernel's."""
     folder = tmp_path / "ipython" / "profile_default"
     folder.mkdir(parents=True)
@@ -784,9 +751,8 @@ def test_config_files_changed_since_the_template_read_them_are_read_by_the_kerne
 
     async def session() -> list[Any]:
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
-            state = app_state(await k.run_cell(APP_STATE, 30))
             result = await k.run_cell("1\n2", 30)
-            return [state["preinitialised"], [o["data"]["text/plain"] for o in result.outputs]]
+            return [o["data"]["text/plain"] for o in result.outputs]
 
     async def sessions() -> list[list[Any]]:
         assert await server.ready(PLAIN)
@@ -800,20 +766,7 @@ def test_config_files_changed_since_the_template_read_them_are_read_by_the_kerne
     with ForkServer() as server:
         found = run(sessions())
         assert server.fallbacks == {}
-    assert found == [[[True, True], ["2"]], [[False, False], ["1", "2"]], [[False, False], []]]
-
-
-def test_only_settings_tells_a_declarative_config_file() -> None:
-    from livecells.execute.preinit import only_settings
-
-    assert only_settings(b"# all comments\nc = get_config()  #noqa\n")
-    assert only_settings(b"c.A.b = [1, 'x', {'k': (True, None)}]\nc.A.c.append('y')\nc.A.d.extend(['z'])\n")
-    for code in (
-        b"import os", b"c.A.b = os.getcwd()", b"print('hi')", b"c = 1", b"c.A = 1",
-        b"c.A.b = [", b"x = 1", b"c.A.b.append(f())", b"c.A.b += [1]", b"if True:\n    c.A.b = 1",
-        b"load_subconfig('other.py')",
-    ):
-        assert not only_settings(code), code
+    assert found == [["2"], ["1", "2"], []]
 
 
 def test_a_template_whose_imported_files_changed_forks_no_more(

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from livecells.execute import environment, hook, interpreter, preinit, reaper, template
+from livecells.execute import environment, hook, interpreter, reaper, template
 from livecells.execute.environment import is_own_python, kernel_python
 from livecells.execute.forkserver import _key
 from livecells.execute.kernel import PROBE_EXPRESSION, TIME_EXPRESSION, KernelSession, hook_request, hook_source
@@ -323,38 +323,6 @@ def test_a_kernel_environment_is_the_sessions_plus_what_the_imports_set() -> Non
     assert request["env"] == {"PATH": "/bin", "MPLBACKEND": "svg", "OWN": "1"}  # not changed
 
 
-def test_only_the_launch_the_template_prepared_for_takes_its_preinitialised_app() -> None:
-    prepared = ["--HistoryManager.hist_file=:memory:"]
-    assert preinit.connection_file(["-f", "k.json", *prepared], prepared) == "k.json"
-    assert preinit.connection_file(["--f=k.json", *prepared], prepared) == "k.json"
-    assert preinit.connection_file(["-f", "k.json"], []) == "k.json"
-    for args in (["-f", "k.json"], ["-f", "k.json", *prepared, "--debug"], [*prepared, "-f", "k.json"],
-                 ["--HistoryManager.hist_file=h.sqlite", "-f", "k.json"], ["-f"], ["-f="], []):
-        assert preinit.connection_file(args, prepared) is None, args
-    template_env = {"PATH": "/bin", "HOME": "/h", "JPY_PARENT_PID": "1"}
-    assert preinit.same_environment({"PATH": "/bin", "HOME": "/h", "JPY_PARENT_PID": "2"}, template_env,
-                                    ["JPY_PARENT_PID"])
-    assert not preinit.same_environment({"PATH": "/bin", "HOME": "/h"}, template_env, ["PATH"])
-    assert not preinit.same_environment({**template_env, "IPYTHONDIR": "/x"}, template_env, ["JPY_PARENT_PID"])
-
-
-def test_a_failed_preinitialisation_leaves_nothing_behind() -> None:
-    """In a Python without ipykernel (as with an ipykernel or IPython it does not know), the
-    template's preparation says no, restores the environment and excepthook: children then
-    launch in full."""
-    check = f"""{template.BOOT}
-import os
-env, hook = dict(os.environ), sys.excepthook
-print(preinit.prepare([]), dict(os.environ) == env, sys.excepthook is hook, 'ipykernel' in sys.modules)
-"""
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", check, template.__file__, "marker", "/nonexistent.sock", "1", "[]"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )
-    assert done.stdout.split() == ["False", "True", "True", "False"]
-    assert "ModuleNotFoundError" in done.stderr
-
-
 def test_every_generator_the_template_imported_is_reseeded() -> None:
     seeds: dict[str, list[Any]] = {"random": [], "numpy": [], "torch": []}
     modules = {
@@ -404,13 +372,12 @@ def test_bad_requests_get_an_answer_and_the_fds_passed_are_closed(tmp_path: Path
 def test_the_template_runs_as_a_file_in_a_python_without_livecells() -> None:
     """``python -c BOOT template.py ...`` with no site-packages: it loads reaper.py beside it,
     and (its parent is not the pid given) returns at once, leaving no livecells module."""
-    check = (f"{template.BOOT}; print(__file__, reaper.__name__, preinit.__name__, "
-             "[m for m in sys.modules if 'livecells' in m])")
+    check = f"{template.BOOT}; print(__file__, reaper.__name__, [m for m in sys.modules if 'livecells' in m])"
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", check, template.__file__, "marker", "/nonexistent.sock", "1", "[]"],
         capture_output=True, text=True, timeout=60, check=True,
     )
-    assert done.stdout.split() == [template.__file__, "_livecells_reaper", "_livecells_preinit", "[]"]
+    assert done.stdout.split() == [template.__file__, "_livecells_reaper", "[]"]
     assert template._beside("reaper.py").kill_tree.__module__ == "_livecells_reaper"
     assert "_livecells_reaper" not in sys.modules
 

@@ -30,7 +30,6 @@ from helpers import (
     cell_with,
     livecells_cli,
     meta,
-    no_unshown_log_records,
     outputs,
     soup,
 )
@@ -446,8 +445,7 @@ def test_the_pages_show_the_store_file_as_the_build_read_it(built, fake):
     def replace(app, builder=None):
         path.write_text(json.dumps(another))
 
-    with no_unshown_log_records():
-        app = SphinxTestApp("html", srcdir=site, freshenv=True, confoverrides={"livecells_executor": fake})
+    app = SphinxTestApp("html", srcdir=site, freshenv=True, confoverrides={"livecells_executor": fake})
     app.connect("write-started", replace)
     try:
         app.build()

@@ -48,7 +48,6 @@ from jupyter_client.provisioning import LocalProvisioner
 
 from livecells.execute import template as program
 from livecells.execute.environment import kernel_python
-from livecells.execute.kernel import KERNEL_ARGUMENTS
 from livecells.execute.reaper import SESSION_VARIABLE, process_status
 from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 
@@ -114,7 +113,6 @@ class Template:
         preload: Sequence[str],
         workdir: str,
         env: dict[str, str],
-        kernel_arguments: Sequence[str] | None = None,
     ) -> None:
         self.python = python
         self.preload = tuple(preload)
@@ -128,14 +126,9 @@ class Template:
         self.files: dict[str, list[int]] = {}
         # The template's program is a file, run by the kernel's Python (see execute/template.py).
         command = [python, "-c", program.BOOT, program.__file__, MARKER, self.path, str(os.getpid())]
-        # With the kernels' arguments, the template pre-initialises their app and shell.
-        if kernel_arguments is not None:
-            command_tail = [json.dumps(modules), json.dumps(list(kernel_arguments))]
-        else:
-            command_tail = [json.dumps(modules)]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [*command, *command_tail],
+                [*command, json.dumps(modules)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -442,11 +435,6 @@ class ForkServer:
     A template imports with the build's environment plus the kernelspec's ``env``; a session
     whose environment differs elsewhere than in :data:`PER_SESSION_ENV` (and ``per_session_env``)
     is launched normally, since its preload might read those variables at import.
-
-    ``kernel_arguments``: what every launch passes after ``-f CONNECTION_FILE``; a template
-    pre-initialises its kernels' app and shell for them (:mod:`.preinit`; None: it does not).
-    A launch with other arguments, or a session environment that differs from the template's
-    outside :data:`PER_SESSION_ENV`, gets the full ipykernel start-up in its forked child.
     """
 
     def __init__(
@@ -457,13 +445,11 @@ class ForkServer:
         note: Callable[[str], None] | None = None,
         enabled: bool | None = None,
         per_session_env: Sequence[str] = (),
-        kernel_arguments: Sequence[str] | None = KERNEL_ARGUMENTS,
         env_drop: Sequence[str] = DEFAULT_ENV_DROP,
     ) -> None:
         self.startup_timeout = startup_timeout
         #: Variables the templates (and so their kernels) never get: as a session's, see KernelSession.
         self.env_drop = tuple(env_drop)
-        self.kernel_arguments = None if kernel_arguments is None else tuple(kernel_arguments)
         self.warn = warn or logging.getLogger(__name__).warning
         #: Says which preloads each kernel imports itself, and why (default: ``warn``).
         self.note = note or self.warn
@@ -527,7 +513,7 @@ class ForkServer:
             env = kept_environ(os.environ, (*self.env_drop, "PYTEST_CURRENT_TEST"))
             env.update({k: string.Template(v).safe_substitute(env) for k, v in key[2]})
             try:
-                template = Template(key[0], key[1], self._workdir, env, self.kernel_arguments)
+                template = Template(key[0], key[1], self._workdir, env)
             except OSError as err:
                 raise ForkServerError(f"cannot start the template: {err}") from err
             self.templates[key] = template
@@ -613,11 +599,7 @@ class ForkServer:
             why = f"the page's folder has its own {own}, which a fresh kernel imports"
             self._fallback(key, why, broken=False)
             raise ForkServerError(why)
-        payload = {
-            "op": "launch", "module": cmd[2], "args": list(cmd[3:]), "cwd": cwd,
-            # What a template's pre-initialised app may ignore (not a user's additions).
-            "per_session_env": list(PER_SESSION_ENV),
-        }
+        payload = {"op": "launch", "module": cmd[2], "args": list(cmd[3:]), "cwd": cwd}
         try:
             reply = await asyncio.to_thread(template.request, dict(payload, env=dict(env)), fds)
         except ForkServerError as err:

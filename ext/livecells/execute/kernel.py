@@ -514,21 +514,15 @@ class KernelSession:
                 kc.stop_channels()
             pid = self.pid
             self._kill_processes()
-            # Until it is dead (a zombie, seen in /proc), so that its teardown never runs beside
-            # the next session's cells.
-            dead = bool(pid) and self._root_killed and await _dead(pid, 5.0)
+            if pid and self._root_killed:
+                # Until it is dead (a zombie, seen in /proc), so that its teardown never runs
+                # beside the next session's cells.
+                await _dead(pid, 5.0)
             if km is not None and km.has_kernel:
                 process = getattr(km.provisioner, "process", None)
                 if self._root_killed and hasattr(process, "killed"):
                     process.killed()  # its status is known: the template need not be asked
-                if dead:
-                    # Nothing more is read from it and it is gone: collect it and clean up as
-                    # jupyter_client's shutdown_kernel would, without its interrupt of a dead
-                    # kernel, its polls every 0.1 s and its fixed 10 ms pause at the end.
-                    await km.provisioner.wait()
-                    await km.cleanup_resources()
-                else:  # not known dead: jupyter_client's own, with its timeouts
-                    await km.shutdown_kernel(now=True)
+                await km.shutdown_kernel(now=True)  # collects it, removes its files and sockets
             # The killed processes whose parents died with the kernel are now our children
             # when this process is a subreaper: collect them (no zombies).
             reap(self._killed)

@@ -3,12 +3,11 @@
 A template imports ipykernel and a framework once, then forks a kernel per launch request; each
 child leaves the template's loop, becomes a fresh kernel (own session, environment, cwd,
 streams, random seeds) and runs ipykernel. The launcher starts it as
-``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON [KERNEL_ARGS_JSON]``
+``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON``
 (``MODULES_JSON``: ``{"kernel": [...], "preload": [...]}``)
 (:data:`BOOT` runs this file by its path, in ``__main__``, as ``python template.py`` would,
-without putting this file's folder on ``sys.path``). With ``KERNEL_ARGS_JSON`` (the arguments
-every launch passes after ``-f CONNECTION_FILE``) it also pre-initialises the kernels' app and
-shell (:mod:`.preinit`).
+without putting this file's folder on ``sys.path``). The child starts ipykernel as
+``python -m ipykernel_launcher`` does (``IPKernelApp.launch_instance``).
 
 A preload is shared only where that changes nothing a cell can see (:func:`shareable`): what it
 imports that asks for IPython's shell as it is imported (``matplotlib_inline``'s backend registers
@@ -17,8 +16,8 @@ left to each kernel, which imports the preload once its shell exists (``hook.ins
 shared imports print is shown with the kernel's first cell, as a fresh kernel's first import.
 
 It runs in the kernel's own Python, which need not have livecells installed: it imports only the
-standard library, and :mod:`livecells.execute.reaper` and :mod:`livecells.execute.preinit`
-(standard library too) by their paths, beside this file. Imported in the build process (by
+standard library, and :mod:`livecells.execute.reaper` (standard library too) by its path,
+beside this file. Imported in the build process (by
 tests), it runs nothing.
 """
 
@@ -67,9 +66,8 @@ def _beside(name: str) -> Any:
 
 if __name__ == "__main__":
     reaper = _beside("reaper.py")
-    preinit = _beside("preinit.py")
 else:
-    from livecells.execute import preinit, reaper
+    from livecells.execute import reaper
 
 
 def main(argv: list[str]) -> tuple[Any, ...] | None:
@@ -80,7 +78,6 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     """
     global _stopping
     path, parent, modules = argv[0], int(argv[1]), json.loads(argv[2])
-    kernel_args = json.loads(argv[3]) if len(argv) > 3 else None
     # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
     # kernels that die (they are killed in _reap).
     reaper.die_with_parent(signal.SIGKILL)
@@ -92,7 +89,6 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     ready = os.dup(1)
     os.dup2(2, 1)
     environ = dict(os.environ)  # what the imports saw
-    prepared = {"args": kernel_args, "env": dict(environ)}
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     problem, left = None, {}
@@ -108,9 +104,6 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
         _stash_output(output)
     except BaseException:  # noqa: BLE001 - any import failure is reported, not raised
         problem = "a preload import failed:\n" + traceback.format_exc(limit=-3)
-    # The kernels' app configuration and shell, the same for every child: built once, here.
-    if problem is not None or kernel_args is None or not preinit.prepare(kernel_args):
-        prepared = None
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if problem is None:
         listener.bind(path)
@@ -155,7 +148,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
             with conn:
                 become = _serve(conn, listener, keep, children)
             if become is not None:  # in the forked child
-                return (*become, imported_env, prepared, parent)
+                return (*become, imported_env, parent)
     finally:
         # First, with no call before it (Python runs a signal's handler at a call or a jump): from
         # here on a SIGTERM is ignored, also when the loop ended because the launcher died.
@@ -499,11 +492,10 @@ def child(
     keep: set[int],
     parent: int,
     imported_env: Mapping[str, list[Any]],
-    prepared: Mapping[str, Any] | None = None,
     launcher: int = 0,
 ) -> None:
-    """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel (on
-    the app and shell pre-initialised here, ``prepared``, where the launch allows it).
+    """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel's
+    own start-up, as ``python -m ipykernel_launcher`` does.
 
     The kernel outlives its template (``parent``): a cell that kills or stops the template costs
     no other session its kernel. It dies with the ``launcher`` instead: the template kills its
@@ -541,7 +533,10 @@ def child(
         reseed(sys.modules)
         spec = importlib.util.find_spec(request["module"])
         sys.argv = [spec.origin if spec and spec.origin else request["module"], *request["args"]]
-        preinit.start_kernel(dict(request, imported_env=imported_env), launcher, prepared)
+        from ipykernel.kernelapp import IPKernelApp
+
+        # The parent_handle trait's default was read from the template's environment at import.
+        IPKernelApp.launch_instance(argv=[*request["args"], f"--IPKernelApp.parent_handle={launcher}"])
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
