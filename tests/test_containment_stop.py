@@ -146,6 +146,7 @@ print(*[p.pid for p in family])
 """
 
 
+@pytest.mark.kernel
 def test_a_second_sigterm_while_the_template_stops_does_not_spare_a_kernels_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

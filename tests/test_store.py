@@ -107,6 +107,7 @@ MORE_CELLS = """
 """
 
 
+@pytest.mark.kernel
 def test_fake_kernels_give_what_real_kernels_give(tmp_path, rootdir, no_kernel_left):
     """The same site on real kernels and on :class:`FakeKernels`: the same stored cells, pages."""
     built = {}
@@ -506,6 +507,7 @@ def test_a_stored_result_stands_only_for_the_settings_it_ran_under(site, fake):
     assert fake.take() == [("other", "alpha"), ("other", "beta")]
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
 def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, monkeypatch, no_kernel_left, fork):
     """A preload that fails (here: on real kernels, an import error) fails the session in this
