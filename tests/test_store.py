@@ -373,7 +373,7 @@ def test_store_problems_are_plain_exceptions(tmp_path):
 
 def test_cli_report_and_clear(built, fake):
     site = built
-    # The command run in this process (test_hardening_data spawns ``python -m livecells report``).
+    # The command run in this process (test_store_files spawns ``python -m livecells report``).
     report = livecells_cli("report", "-s", str(site))
     assert report.returncode == 0, report.stderr
     report = report.stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_hardening_procs import alive, survivors
+from test_config_and_processes import alive, survivors
 
 from livecells.execute import reaper
 from livecells.execute.forkserver import ForkServer

@@ -1,4 +1,4 @@
-"""Hardening: processes, configuration, locations, dependencies (issue 12, classes 4-8).
+"""Processes, configuration, locations, dependencies (issue 12, classes 4-8).
 
 Processes are the subject here, so these tests start real kernels and real daemons and check
 with psutil that nothing survives, however the build ends.

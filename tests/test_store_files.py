@@ -1,4 +1,4 @@
-"""Hardening, the data: no output or store entry can crash a build, reach a page raw, or be lost.
+"""Outputs and store files: no output or store entry can crash a build, reach a page raw, or be lost.
 
 Written from the classes of issue 12, not from its examples alone:
 
