@@ -1,14 +1,15 @@
 # livecells: `make docs` sets everything up and builds the docs with executed cells;
 # `make test` lints (ruff) and runs the suite but the TensorFlow/JAX environment tests (`make
-# test-frameworks`); `make lint` lints only. Both create .venv
-# on first use.
+# test-frameworks`); `make test-fast` runs only the tests that start no kernel, browser, cluster
+# or framework (markers in pyproject.toml: pure and in-process FakeKernels tests, the loop while
+# editing); `make lint` lints only. They create .venv on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPHINXOPTS ?=
 
-.PHONY: docs test test-frameworks lint install clean pdf bench
+.PHONY: docs test test-fast test-frameworks lint install clean pdf bench
 
 install: $(STAMP)
 
@@ -28,6 +29,10 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder -m "not frameworks_extra" $(PYTEST_ARGS)
+
+FAST := not kernel and not frameworks and not browser and not cluster and not frameworks_extra
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -ra -n 2 -m "$(FAST)" $(PYTEST_ARGS)
 
 # TensorFlow and JAX tabs in environments pinned as d2l-en's (tests/envs/make.sh makes them under
 # $(LIVECELLS_ENVS), ~2 GB each, minutes the first time).

@@ -51,9 +51,9 @@ def no_kernel_left():
 #: builds, on one worker) and ``--no-loadscope-reorder`` (modules handed out in this order), so
 #: that they start first and the short modules fill in around them.
 LONGEST_FIRST = (
-    "test_forkserver.py", "test_d2l_book.py", "test_hardening_procs.py", "test_oracle.py",
+    "test_forkserver.py", "test_d2l_book.py", "test_config_and_processes.py", "test_oracle.py",
     "test_dask.py", "test_markdown.py", "test_d2l_helpers.py", "test_browser.py",
-    "test_reliability.py", "test_store.py", "test_hardening_data.py", "test_core.py",
+    "test_kernel_sessions.py", "test_store.py", "test_store_files.py", "test_core.py",
 )
 
 

@@ -25,6 +25,7 @@ def page(title: str, code: str) -> str:
     return f"{title}\n{'=' * len(title)}\n\n.. live-cell:: alpha\n\n{body}\n"
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("how", sorted(ATTACKS))
 def test_a_cell_that_kills_or_stops_its_template_costs_only_its_own_session(
     tmp_path: Path, rootdir: Path, how: str

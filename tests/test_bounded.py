@@ -102,6 +102,7 @@ FLOODS = {
 }
 
 
+@pytest.mark.kernel
 @pytest.mark.timeout(300)
 def test_no_output_reaches_the_build_whole(tmp_path):
     import asyncio

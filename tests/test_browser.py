@@ -25,6 +25,8 @@ import pytest
 
 from helpers import FakeKernels, build_site
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -10,7 +10,7 @@ import pytest
 from conftest import kernel_processes
 from helpers import build_site, cell_with, cells, meta, outputs, soup
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.kernel]
 
 
 @pytest.fixture(scope="module")

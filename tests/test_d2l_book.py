@@ -25,7 +25,10 @@ from conftest import kernel_processes
 from helpers import build_site, built_page, d2l_corpus
 
 # pybtex-apa-style, d2l's bibliography style, still writes pybtex's old `href [url, text]` form.
-pytestmark = pytest.mark.filterwarnings(r"ignore:href \[url, text\] is deprecated:DeprecationWarning")
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.filterwarnings(r"ignore:href \[url, text\] is deprecated:DeprecationWarning"),
+]
 
 
 CORPUS = d2l_corpus()

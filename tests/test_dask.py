@@ -35,6 +35,9 @@ from livecells.execute.worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan  # noqa: E402
 
+# The workers start real kernels too.
+pytestmark = [pytest.mark.cluster, pytest.mark.kernel]
+
 PAGES = ["index", "one", "sub/two"]
 
 

@@ -128,6 +128,7 @@ def torch_runs(shared: dict[str, Any]) -> dict[str, Any]:
     return {**shared["torch"], "fallbacks": shared["fallbacks"]}
 
 
+@pytest.mark.kernel
 def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
     assert torch_runs["fallbacks"] == {}
     # The template is execute/template.py, run by path (and found by the marker, as kernels are).
@@ -138,6 +139,7 @@ def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
         assert found["report"]["torch_loaded"]  # imported once, in the template
 
 
+@pytest.mark.kernel
 def test_each_kernel_has_its_own_process_group_cwd_and_env(torch_runs: dict[str, Any]) -> None:
     reports = [found["report"] for found in torch_runs["runs"]]
     assert reports[0]["pid"] != reports[1]["pid"]
@@ -149,11 +151,13 @@ def test_each_kernel_has_its_own_process_group_cwd_and_env(torch_runs: dict[str,
         assert not report["torch_bound"]  # nothing of the template in the user namespace
 
 
+@pytest.mark.kernel
 def test_random_generators_are_reseeded(torch_runs: dict[str, Any]) -> None:
     first, second = (found["seeds"] for found in torch_runs["runs"])
     assert all(a != b for a, b in zip(first, second)), (first, second)
 
 
+@pytest.mark.kernel
 def test_fd_output_figures_and_interrupts_work(torch_runs: dict[str, Any]) -> None:
     for found in torch_runs["runs"]:
         streams = [o for o in found["fd"].outputs if o["output_type"] == "stream"]
@@ -181,6 +185,7 @@ async def plain_session(server: ForkServer, cwd: Path) -> dict[str, Any]:
     return {"printed": (stdout(found), stdout(poller)), "forked": forked, "log": log.read_text()}
 
 
+@pytest.mark.kernel
 def test_plain_kernel_finds_modules_in_its_folder_and_watches_the_launcher(shared: dict[str, Any]) -> None:
     # Not its template: a kernel outlives a template that dies, not the build (that launched it).
     found = shared["plain"]
@@ -203,6 +208,7 @@ SECRETS = {
 }  # fmt: skip
 
 
+@pytest.mark.kernel
 def test_the_builds_secrets_reach_no_kernel_forked_or_fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
@@ -226,6 +232,7 @@ def test_the_builds_secrets_reach_no_kernel_forked_or_fresh(tmp_path: Path, monk
     assert everything["environ"] == list(SECRETS)
 
 
+@pytest.mark.kernel
 def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
     server = ForkServer()
 
@@ -258,6 +265,7 @@ def subreaper() -> Any:
     set_subreaper(False)
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("how", ["killed", "stopped"])
 def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path, subreaper: Any, how: str) -> None:
     warnings: list[str] = []
@@ -296,6 +304,7 @@ def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path,
     assert not [pid for pid in found["kernels"] if psutil.pid_exists(pid)]
 
 
+@pytest.mark.kernel
 def test_a_forked_kernels_exit_status_is_read_without_its_template(tmp_path: Path, subreaper: Any) -> None:
     async def session(server: ForkServer, code: str) -> tuple[Any, float]:
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as kernel:
@@ -316,6 +325,7 @@ def test_a_forked_kernels_exit_status_is_read_without_its_template(tmp_path: Pat
         assert died.error["evalue"] == "the kernel died of SIGKILL (killed, perhaps for lack of memory)"
 
 
+@pytest.mark.kernel
 def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
     broken = FrameworkSpec(name="broken", label="Broken", preload=("no_such_module_livecells",))
     warnings: list[str] = []
@@ -339,6 +349,7 @@ def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
     assert "needs Linux" in warnings[1]
 
 
+@pytest.mark.kernel
 def test_a_preload_that_prints_at_import_still_forks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -365,6 +376,7 @@ def test_a_preload_that_prints_at_import_still_forks(
     assert "hello from the banner" in log and "C-level banner" in log
 
 
+@pytest.mark.kernel
 def test_environment_a_preload_may_read_at_import_is_not_forked(tmp_path: Path) -> None:
     warnings: list[str] = []
     ask = "import os; print(os.environ.get('LIVECELLS_TEST_SETTING'))"
@@ -407,6 +419,7 @@ print(json.dumps({
 PER_SESSION = {"LIVECELLS_SESSION", "JPY_PARENT_PID"}
 
 
+@pytest.mark.kernel
 def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -461,6 +474,7 @@ def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(
         assert len({fresh["draws"][name], forked["draws"][name], again["draws"][name]}) == 3, name
 
 
+@pytest.mark.kernel
 def test_history_is_the_sessions_own_and_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -558,6 +572,7 @@ async def app_session(factory: Any, cwd: Path) -> dict[str, Any]:
         return found
 
 
+@pytest.mark.kernel
 def test_a_forked_kernels_app_and_shell_are_a_fresh_kernels(shared: dict[str, Any]) -> None:
     """Each forked kernel runs ipykernel's own start-up after the fork: its own app, shell,
     sockets, threads, kernel, history, namespace, environment and starting directory. The
@@ -599,6 +614,7 @@ async def env_session(server: ForkServer, cwd: Path, extra: dict[str, str]) -> t
         return k.km.provisioner.process, app_state(result)
 
 
+@pytest.mark.kernel
 def test_a_variable_allowed_to_differ_per_session_still_forks(shared: dict[str, Any]) -> None:
     """A session with a variable of ``per_session_env`` the template did not see is forked, and
     its cells see what a session without it sees."""
@@ -612,6 +628,7 @@ def test_a_variable_allowed_to_differ_per_session_still_forks(shared: dict[str, 
     assert state == without
 
 
+@pytest.mark.kernel
 def test_a_configured_shell_subclass_is_built_by_the_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -658,6 +675,7 @@ def test_a_configured_shell_subclass_is_built_by_the_kernel(
     assert fresh["second"] == forked["second"] == "3\n"
 
 
+@pytest.mark.kernel
 def test_a_config_file_that_runs_code_is_read_by_each_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -709,6 +727,7 @@ def test_a_config_file_that_runs_code_is_read_by_each_kernel(
     assert fresh == forked == expected
 
 
+@pytest.mark.kernel
 def test_a_forked_kernel_that_dies_starting_leaves_its_reason_in_its_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -739,6 +758,7 @@ def test_a_forked_kernel_that_dies_starting_leaves_its_reason_in_its_log(
         assert "set_theme_name" in log.read_text(), log.read_text()[-500:]
 
 
+@pytest.mark.kernel
 def test_config_files_changed_since_the_template_read_them_are_read_by_the_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -769,6 +789,7 @@ def test_config_files_changed_since_the_template_read_them_are_read_by_the_kerne
     assert found == [["2"], ["1", "2"], []]
 
 
+@pytest.mark.kernel
 def test_a_template_whose_imported_files_changed_forks_no_more(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -810,6 +831,7 @@ def test_a_template_whose_imported_files_changed_forks_no_more(
 
 
 
+@pytest.mark.kernel
 def test_a_preload_the_pages_folder_has_its_own_copy_of_is_imported_from_there(tmp_path: Path) -> None:
     """A fresh kernel has its page's folder on ``sys.path`` before site-packages: an installed
     preload with a copy there (a book's ``d2l/`` beside a page at its root) is that copy. The
@@ -864,6 +886,7 @@ def _seen(result: Any) -> list[Any]:
     return shown
 
 
+@pytest.mark.kernel
 def test_a_preload_that_uses_the_shell_at_import_shows_what_a_fresh_kernel_shows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -900,6 +923,7 @@ def test_a_preload_that_uses_the_shell_at_import_shows_what_a_fresh_kernel_shows
     assert "matplotlib_inline.backend_inline, which it imports, asks for IPython's shell" in notes[0]
 
 
+@pytest.mark.kernel
 def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) -> None:
     """The probe (a forked child of a process that has IPython, as a template has): modules
     whose bodies call get_ipython, and those that import them, are left out; what they import
@@ -931,6 +955,7 @@ def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) ->
     assert shows == [[], {"lc_shows": "lc_shows asks for IPython's shell (get_ipython()) as it is imported"}]
 
 
+@pytest.mark.kernel
 def test_the_build_says_at_conf_py_which_preload_each_kernel_imports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

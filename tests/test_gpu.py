@@ -20,6 +20,7 @@ from helpers import build_site, cell_with, meta, outputs, soup
 GPUS = detect_gpus()
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.kernel,
     pytest.mark.skipif(not GPUS, reason="no NVIDIA GPU on this machine"),
 ]
 

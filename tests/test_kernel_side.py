@@ -274,6 +274,7 @@ print(json.dumps({"registered": registered, "new_names": sorted(set(globals()) -
 """
 
 
+@pytest.mark.kernel
 def test_the_hook_runs_in_a_python_without_livecells_in_a_namespace_of_its_own() -> None:
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", WITHOUT_LIVECELLS, hook_request(SPEC)],
@@ -369,6 +370,7 @@ def test_bad_requests_get_an_answer_and_the_fds_passed_are_closed(tmp_path: Path
     assert len(os.listdir("/proc/self/fd")) == opened  # the received copies were closed
 
 
+@pytest.mark.kernel
 def test_the_template_runs_as_a_file_in_a_python_without_livecells() -> None:
     """``python -c BOOT template.py ...`` with no site-packages: it loads reaper.py beside it,
     and (its parent is not the pid given) returns at once, leaving no livecells module."""
@@ -499,6 +501,7 @@ def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
 # --- One real kernel: the hook's file is what runs there.
 
 
+@pytest.mark.kernel
 def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) -> None:
     spec = FrameworkSpec(name="alpha", label="Alpha", sync="raise ValueError('sync failed')", preload=("json",))
 
@@ -518,6 +521,7 @@ def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) ->
     assert probe.sync_errors == ((1, "ValueError: sync failed"), (2, "ValueError: sync failed"))
 
 
+@pytest.mark.kernel
 def test_a_real_kernel_times_a_cell_whole_and_never_shows_a_time_not_measured(tmp_path: Path) -> None:
     spec = FrameworkSpec(name="alpha", label="Alpha", preload=("json",))
     nested = "import time\ntime.sleep(0.4)\nget_ipython().run_cell('time.sleep(0.01)')"

@@ -192,6 +192,7 @@ def stored_cells(oracle, framework: str) -> list[dict[str, Any]]:
     return sorted(record["sessions"][framework]["cells"], key=lambda c: c["index"])
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_stored_outputs_match_jupyter(oracle, framework):
     stored = stored_cells(oracle, framework)
@@ -285,6 +286,7 @@ def page_shows(cell, out: Path, page: Path, name: str) -> list[tuple[str, Any]]:
     return LIST_KNOWN.get(name, ("", lambda o: o))[1](shown)
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_pages_show_what_jupyterlab_shows(oracle, framework):
     page_path = oracle["out"] / f"{framework}.html"
@@ -300,6 +302,7 @@ def test_pages_show_what_jupyterlab_shows(oracle, framework):
     assert not differ, "\n".join(differ)
 
 
+@pytest.mark.kernel
 def test_no_highlighting_or_output_warnings(oracle):
     problems = [
         line for line in oracle["warnings"].splitlines()
@@ -308,6 +311,7 @@ def test_no_highlighting_or_output_warnings(oracle):
     assert not problems, problems
 
 
+@pytest.mark.kernel
 def test_code_is_highlighted_as_ipython(oracle):
     page = built_page(oracle["out"] / "pytorch.html")
     blocks = page.select("div.highlight-ipython3")
@@ -316,6 +320,7 @@ def test_code_is_highlighted_as_ipython(oracle):
     assert shell.select("span"), "the shell escape is highlighted, not left as plain text"
 
 
+@pytest.mark.kernel
 def test_latex_gets_native_math_and_formatted_rich_outputs(oracle):
     tex = next(oracle["latex"].glob("*.tex")).read_text()
     assert r"\int_0^1 x\,dx = \frac{1}{2}" in tex
@@ -328,6 +333,7 @@ def test_latex_gets_native_math_and_formatted_rich_outputs(oracle):
     assert "PYGZdq{}c\\PYGZdq{}: \\PYGZdq{}d\\PYGZdq{}" in tex or '"c": "d"' in tex
 
 
+@pytest.mark.kernel
 def test_a_traceback_over_the_limit_only_in_colour_is_kept_whole(oracle):
     """The limit bounds a traceback as it is shown: without IPython's colours (which make it several times as long)."""
     names = [c.name for c in oracle["cells"]["pytorch"]]
@@ -340,6 +346,7 @@ def test_a_traceback_over_the_limit_only_in_colour_is_kept_whole(oracle):
     assert "livecells_output_limit" not in ours
 
 
+@pytest.mark.kernel
 def test_a_flood_of_interleaved_streams_loses_nothing(oracle):
     names = [c.name for c in oracle["cells"]["mxnet"]]
     result = stored_cells(oracle, "mxnet")[names.index("mx-flood")]
@@ -348,6 +355,7 @@ def test_a_flood_of_interleaved_streams_loses_nothing(oracle):
         assert text == "".join(f"{prefix} {i}\n" for i in range(10_000)), name
 
 
+@pytest.mark.kernel
 def test_fd_output_stays_in_its_cell(oracle):
     """What a cell writes to fd 1 (C code, os.write) is in that cell's output, whatever the load."""
     names = [c.name for c in oracle["cells"]["pytorch"]]
@@ -405,6 +413,7 @@ def test_mime_order_follows_jupyterlab_and_allow_html():
     assert "text/html" not in latex and "image/svg+xml" not in latex
 
 
+@pytest.mark.kernel
 def test_the_client_never_drops_iopub_messages(tmp_path):
     """ZMQ drops what a SUB socket cannot queue: IOPub's receive limit must be off (a flood of
     40,000 flushed messages lost an eighth of them with the default limit of 1,000)."""

@@ -106,6 +106,7 @@ MORE_CELLS = """
 """
 
 
+@pytest.mark.kernel
 def test_fake_kernels_give_what_real_kernels_give(tmp_path, rootdir, no_kernel_left):
     """The same site on real kernels and on :class:`FakeKernels`: the same stored cells, pages."""
     built = {}
@@ -371,7 +372,7 @@ def test_store_problems_are_plain_exceptions(tmp_path):
 
 def test_cli_report_and_clear(built, fake):
     site = built
-    # The command run in this process (test_hardening_data spawns ``python -m livecells report``).
+    # The command run in this process (test_store_files spawns ``python -m livecells report``).
     report = livecells_cli("report", "-s", str(site))
     assert report.returncode == 0, report.stderr
     report = report.stdout
@@ -504,6 +505,7 @@ def test_a_stored_result_stands_only_for_the_settings_it_ran_under(site, fake):
     assert fake.take() == [("other", "alpha"), ("other", "beta")]
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
 def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, monkeypatch, no_kernel_left, fork):
     """A preload that fails (here: on real kernels, an import error) fails the session in this

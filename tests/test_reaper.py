@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_hardening_procs import alive, survivors
+from test_config_and_processes import alive, survivors
 
 from livecells.execute import reaper
 from livecells.execute.forkserver import ForkServer
@@ -146,6 +146,7 @@ print(*[p.pid for p in family])
 """
 
 
+@pytest.mark.kernel
 def test_a_second_sigterm_while_the_template_stops_does_not_spare_a_kernels_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

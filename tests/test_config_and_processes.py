@@ -1,4 +1,4 @@
-"""Hardening: processes, configuration, locations, dependencies (issue 12, classes 4-8).
+"""Processes, configuration, locations, dependencies (issue 12, classes 4-8).
 
 Processes are the subject here, so these tests start real kernels and real daemons and check
 with psutil that nothing survives, however the build ends.
@@ -159,6 +159,7 @@ def livecells_children(pid: int) -> list[psutil.Process]:
 INDEX = "\n.. toctree::\n   :glob:\n\n   page*\n"
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 def test_daemons_end_with_their_session_whether_it_ends_or_its_kernel_dies(tmp_path, rootdir, fork):
     """page1's session ends normally, page2's kernel is killed: both families end with them."""
@@ -175,6 +176,7 @@ def test_daemons_end_with_their_session_whether_it_ends_or_its_kernel_dies(tmp_p
 LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, rootdir, fork, signum):
@@ -227,6 +229,7 @@ def templates_of(pid: int) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
 def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdir, how):
     src, env = slow_preload_site(tmp_path, rootdir)
@@ -345,6 +348,7 @@ livecells_frameworks = {
 """
 
 
+@pytest.mark.kernel
 def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, rootdir):
     page = (
         "\n.. live-settings::\n   :timeout: inf\n"
@@ -479,6 +483,7 @@ def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphi
     assert (app.outdir / "index.html").exists()
 
 
+@pytest.mark.kernel
 def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
     from livecells.execute.forkserver import MARKER
 
@@ -636,6 +641,7 @@ print("from the kernel")
 """
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, fork):
     import asyncio

@@ -1,5 +1,5 @@
 """Bad cells, hung cells, dying kernels, hostile output and bad configuration (interrupted builds:
-test_hardening_procs)."""
+test_config_and_processes)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ def _location_lines(bad, page: str) -> set[int]:
     return {int(n) for n in re.findall(pattern, bad["warnings"])}
 
 
+@pytest.mark.kernel
 def test_every_bad_cell_has_its_own_located_message(bad):
     found = {page: _location_lines(bad, page) for page in ("index", "crash", "hostile")}
     used = set()
@@ -99,6 +100,7 @@ def test_every_bad_cell_has_its_own_located_message(bad):
     assert len({(p, n) for p, n in used}) >= 17
 
 
+@pytest.mark.kernel
 def test_messages_carry_the_exception_type_and_message(bad):
     warnings = bad["warnings"]
     assert "ValueError: bad value in cell [livecells.error]" in warnings
@@ -109,12 +111,14 @@ def test_messages_carry_the_exception_type_and_message(bad):
     assert "Traceback (most recent call last)" not in warnings  # tracebacks go to the report
 
 
+@pytest.mark.kernel
 def test_later_cells_still_run_after_errors_and_timeouts(bad):
     page = soup(bad["out"] / "index.html")
     assert "AFTER-TIMEOUT still runs, x = 1" in outputs(cell_with(page, "AFTER-TIMEOUT"))
     assert "SystemExit: 3" in outputs(cell_with(page, "raise SystemExit"))
 
 
+@pytest.mark.kernel
 def test_a_dying_kernel_is_reported_in_the_page_and_the_rest_not_run(bad):
     page = soup(bad["out"] / "crash.html")
     assert "the kernel exited with status 7" in outputs(cell_with(page, "os._exit(7)"))
@@ -126,11 +130,13 @@ def test_a_dying_kernel_is_reported_in_the_page_and_the_rest_not_run(bad):
     assert "ignored the interrupt" in stubborn.get_text()
 
 
+@pytest.mark.kernel
 def test_the_good_page_keeps_its_live_output(bad):
     page = soup(bad["out"] / "good.html")
     assert "GOOD-PAGE-LIVE 42" in outputs(cell_with(page, "GOOD-PAGE-LIVE"))
 
 
+@pytest.mark.kernel
 def test_no_raw_ansi_or_script_in_html_and_floods_stay_small(bad):
     for html_file in Path(bad["out"]).glob("*.html"):
         html = html_file.read_text()
@@ -146,12 +152,14 @@ def test_no_raw_ansi_or_script_in_html_and_floods_stay_small(bad):
     assert error.select("span.ansi-red-fg"), "tracebacks keep their colours as classes"
 
 
+@pytest.mark.kernel
 def test_unknown_framework_and_missing_kernel_cells_say_why(bad):
     page = soup(bad["out"] / "index.html")
     assert "not run: unknown framework (jax)" in cell_with(page, "unknown framework").get_text()
     assert "no kernelspec named" in cell_with(page, "no such kernelspec").get_text()
 
 
+@pytest.mark.kernel
 def test_machine_readable_summary(bad):
     folder = Path(bad["out"]) / "_livecells"
     summary = json.loads((folder / "summary.json").read_text())
@@ -170,6 +178,7 @@ def test_machine_readable_summary(bad):
     assert "ValueError: bad value in cell" in report and "Traceback" in report
 
 
+@pytest.mark.kernel
 def test_no_kernel_outlives_the_bad_build(bad):
     assert bad["kernels_left"] == []
 

@@ -1,4 +1,4 @@
-"""Hardening, the data: no output or store entry can crash a build, reach a page raw, or be lost.
+"""Outputs and store files: no output or store entry can crash a build, reach a page raw, or be lost.
 
 Written from the classes of issue 12, not from its examples alone:
 
@@ -768,6 +768,7 @@ def kernel_site(tmp_path_factory, rootdir):
     return src, app, warnings
 
 
+@pytest.mark.kernel
 def test_bad_outputs_from_a_kernel_are_warnings_and_the_build_goes_on(kernel_site, no_kernel_left):
     src, app, warnings = kernel_site
     html = (app.outdir / "index.html").read_text()
@@ -786,6 +787,7 @@ def test_bad_outputs_from_a_kernel_are_warnings_and_the_build_goes_on(kernel_sit
     assert "the last cell ran" in (app2.outdir / "index.html").read_text()
 
 
+@pytest.mark.kernel
 def test_huge_output_from_a_kernel_is_bounded_in_page_store_and_warning(kernel_site):
     src, app, warnings = kernel_site
     assert (app.outdir / "index.html").stat().st_size < 1_000_000
@@ -795,6 +797,7 @@ def test_huge_output_from_a_kernel_is_bounded_in_page_store_and_warning(kernel_s
     assert "characters cut" in html
 
 
+@pytest.mark.kernel
 def test_a_kernel_build_to_latex_from_the_store_is_clean(kernel_site):
     src, _, _ = kernel_site
     app, warnings = cache_build(src, "latex")
