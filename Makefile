@@ -1,22 +1,23 @@
 # livecells: `make docs` sets everything up and builds the docs with executed cells;
 # `make test` lints (ruff) and runs the whole suite; `make lint` lints only. Both create .venv
-# on first use.
+# on first use. `make test-matrix` checks the wheel on every supported Python at both ends of the
+# dependency ranges (tests/matrix/run.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPHINXOPTS ?=
 
-.PHONY: docs test lint install clean pdf bench
+.PHONY: docs test test-matrix lint install clean pdf bench
 
 install: $(STAMP)
 
-# torch==2.13.0 is the CPU wheel this kind of machine keeps on disk (PIP_FIND_LINKS);
-# mxnet 1.9.1 needs numpy<1.24. See the README for CUDA builds on a GPU machine.
-$(STAMP): pyproject.toml
+# constraints/dev.txt pins this machine's versions: torch 2.13.0 is the CPU wheel it keeps on
+# disk (PIP_FIND_LINKS), mxnet 1.9.1 needs numpy<1.24. See the README for CUDA builds on a GPU machine.
+$(STAMP): pyproject.toml constraints/dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[frameworks,docs,test]'
+	$(BIN)/pip install --quiet -c constraints/dev.txt -e '.[frameworks,docs,test]' uv twine
 	touch $(STAMP)
 
 docs: $(STAMP)
@@ -27,6 +28,10 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# CI passes MATRIX_ARGS=--require-all: each supported Python must be on the machine.
+test-matrix: $(STAMP)
+	$(BIN)/python tests/matrix/run.py --uv $(BIN)/uv --twine $(BIN)/twine $(MATRIX_ARGS)
 
 pdf: $(STAMP)
 	$(BIN)/sphinx-build -M latexpdf docs _build -c . $(SPHINXOPTS)
