@@ -11,6 +11,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+from livecells.execute import preinit
 from livecells.execute.kernel import _msg_id
 
 from helpers import livecells_cli
@@ -53,3 +54,37 @@ def test_request_ids_from_jupyter_client_8_0_and_later():
 
     assert _msg_id(asyncio.run(sent_by_8_0())) == "abc-1"
     assert _msg_id("abc-2") == "abc-2"
+
+
+def test_preinit_takes_the_compiler_class_of_ipykernels_with_or_without_the_trait():
+    # ipykernel 6.20 passes XCachingCompiler to its shell; later ones have a compiler_class trait.
+    from ipykernel.compiler import XCachingCompiler
+    from ipykernel.ipkernel import IPythonKernel
+    from traitlets import HasTraits, Type
+
+    class Compiler(XCachingCompiler):
+        pass
+
+    class WithTrait(HasTraits):
+        compiler_class = Type(Compiler)
+
+    assert preinit._compiler_class(WithTrait) is Compiler
+    assert preinit._compiler_class(HasTraits) is XCachingCompiler
+    traits = IPythonKernel.class_traits()
+    installed = traits["compiler_class"].default() if "compiler_class" in traits else XCachingCompiler
+    assert preinit._compiler_class(IPythonKernel) is installed
+
+
+def test_preinit_unregisters_a_history_manager_where_ipython_keeps_a_registry():
+    # IPython 9 keeps its history managers in HistoryManager._instances; IPython 8 has none.
+    class WithRegistry:
+        _instances: set = set()
+
+    class WithoutRegistry:
+        pass
+
+    kept = WithRegistry()
+    WithRegistry._instances.add(kept)
+    preinit._unregister_history(kept)
+    assert WithRegistry._instances == set()
+    preinit._unregister_history(WithoutRegistry())  # nothing to do, no AttributeError

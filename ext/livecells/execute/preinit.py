@@ -189,7 +189,7 @@ def _build_shell(app: Any) -> None:
     try:
         shell = ZMQInteractiveShell.instance(
             parent=app, profile_dir=app.profile_dir, user_module=None, user_ns=None, kernel=None,
-            compiler_class=IPythonKernel.class_traits()["compiler_class"].default(),
+            compiler_class=_compiler_class(IPythonKernel),
         )
     finally:
         InteractiveShell.init_history = init_history
@@ -201,6 +201,25 @@ def _build_shell(app: Any) -> None:
     atexit.unregister(shell.atexit_operations)  # registered again by the child that adopts it
     # Made on first use (a kernel's first output): a dozen configurables, built once here.
     shell.display_formatter.formatters  # noqa: B018
+
+
+def _compiler_class(kernel_class: Any) -> Any:
+    """The compiler class the kernel gives its shell: its ``compiler_class`` trait's default, or,
+    in the ipykernels before that trait (6.20 to 6.2x), the XCachingCompiler that they pass."""
+    traits = kernel_class.class_traits()
+    if "compiler_class" in traits:
+        return traits["compiler_class"].default()
+    from ipykernel.compiler import XCachingCompiler
+
+    return XCachingCompiler
+
+
+def _unregister_history(history: Any) -> None:
+    """Take ``history`` out of IPython's registry of history managers (IPython 9: it allows one
+    per process, and its exit hook stops each one's thread). IPython 8 keeps no registry."""
+    registry = getattr(type(history), "_instances", None)
+    if registry is not None:
+        registry.discard(history)
 
 
 def forget() -> None:
@@ -223,7 +242,7 @@ def _drop_shell(cls: Any) -> None:
     if shell is not None:
         atexit.unregister(shell.atexit_operations)
         # Kept alive (gc.freeze): the kernel's history manager would not be the only one.
-        type(shell.history_manager)._instances.discard(shell.history_manager)
+        _unregister_history(shell.history_manager)
     cls.clear_instance()
 
 
@@ -313,7 +332,6 @@ def _adopt_shell(cls: Any, *args: Any, **kwargs: Any) -> Any:
     """``ZMQInteractiveShell.instance`` for its first call in a child (the kernel's): the
     template's shell, made this kernel's. Any other call builds a shell from scratch."""
     from ipykernel.zmqshell import ZMQInteractiveShell
-    from IPython.core.history import HistoryManager
 
     del ZMQInteractiveShell.instance  # once: later calls are the singleton's own
     shell = ZMQInteractiveShell._instance
@@ -336,7 +354,7 @@ def _adopt_shell(cls: Any, *args: Any, **kwargs: Any) -> Any:
             shell.starting_dir = os.getcwd()
             template_history = shell.history_manager
             shell.configurables.remove(template_history)
-            HistoryManager._instances.discard(template_history)
+            _unregister_history(template_history)
             shell.init_history()  # this kernel's: its session (in memory or in a file), thread
             sys.modules["__main__"] = shell.livecells_user_main
             shell.init_user_ns()  # In, Out, _ih, _oh, _dh: into that history
