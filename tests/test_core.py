@@ -10,7 +10,8 @@ import pytest
 from conftest import kernel_processes
 from helpers import build_site, cell_with, cells, meta, outputs, soup
 
-pytestmark = pytest.mark.slow
+# frameworks: the site's cells are torch and mxnet cells (the default frameworks).
+pytestmark = [pytest.mark.slow, pytest.mark.frameworks]
 
 
 @pytest.fixture(scope="module")

@@ -126,6 +126,7 @@ def _unexpected(text: str) -> list[str]:
     return [line for line in _warning_lines(text) if _dangling(line) not in DANGLING]
 
 
+@pytest.mark.frameworks
 def test_only_the_corpus_dangling_references_warn(book):
     """-W clean but for references to chapters outside the corpus: no 'Unknown target name' from
     mxnet's `dense1_ (` printouts, nothing from prose, figures, citations or the cells."""
@@ -134,6 +135,7 @@ def test_only_the_corpus_dangling_references_warn(book):
     assert book["kernels_left"] == []
 
 
+@pytest.mark.frameworks
 def test_every_cell_runs_live_and_replaces_its_recorded_output(book):
     for chapter in CHAPTERS[:4]:
         page = _page(book, chapter)
@@ -147,6 +149,7 @@ def test_every_cell_runs_live_and_replaces_its_recorded_output(book):
             assert not cell.select(".livecells-error"), f"{chapter}: failed: {code[:60]!r}"
 
 
+@pytest.mark.frameworks
 @pytest.mark.parametrize("chapter", ["chapter_preliminaries/probability", "chapter_linear-regression/linear-regression-scratch"])
 def test_figures_are_live_images_in_place_of_the_recorded_svgs(book, chapter):
     page = _page(book, chapter)
@@ -158,6 +161,7 @@ def test_figures_are_live_images_in_place_of_the_recorded_svgs(book, chapter):
     assert len(plotting) == 1 and len(plotting[0].select("div.livecells-cell img")) == 2
 
 
+@pytest.mark.frameworks
 def test_shared_cells_run_in_both_sessions(book):
     """d2lbook writes a cell that is the same in both tabs (and has no output) once, outside the
     tabs: it runs after each framework's earlier cells, and the training after it works."""

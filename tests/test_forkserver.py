@@ -127,6 +127,7 @@ def torch_runs(shared: dict[str, Any]) -> dict[str, Any]:
     return {**shared["torch"], "fallbacks": shared["fallbacks"]}
 
 
+@pytest.mark.frameworks
 def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
     assert torch_runs["fallbacks"] == {}
     # The template is execute/template.py, run by path (and found by the marker, as kernels are).
@@ -137,6 +138,7 @@ def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
         assert found["report"]["torch_loaded"]  # imported once, in the template
 
 
+@pytest.mark.frameworks
 def test_each_kernel_has_its_own_process_group_cwd_and_env(torch_runs: dict[str, Any]) -> None:
     reports = [found["report"] for found in torch_runs["runs"]]
     assert reports[0]["pid"] != reports[1]["pid"]
@@ -148,11 +150,13 @@ def test_each_kernel_has_its_own_process_group_cwd_and_env(torch_runs: dict[str,
         assert not report["torch_bound"]  # nothing of the template in the user namespace
 
 
+@pytest.mark.frameworks
 def test_random_generators_are_reseeded(torch_runs: dict[str, Any]) -> None:
     first, second = (found["seeds"] for found in torch_runs["runs"])
     assert all(a != b for a, b in zip(first, second)), (first, second)
 
 
+@pytest.mark.frameworks
 def test_fd_output_figures_and_interrupts_work(torch_runs: dict[str, Any]) -> None:
     for found in torch_runs["runs"]:
         streams = [o for o in found["fd"].outputs if o["output_type"] == "stream"]
@@ -179,6 +183,7 @@ async def plain_session(server: ForkServer, cwd: Path) -> dict[str, Any]:
     return {"printed": (stdout(found), stdout(poller)), "forked": forked, "log": log.read_text()}
 
 
+@pytest.mark.frameworks
 def test_plain_kernel_finds_modules_in_its_folder_and_watches_its_parent(shared: dict[str, Any]) -> None:
     found = shared["plain"]
     assert found["printed"] == ("42\n", "True\n")
@@ -319,6 +324,7 @@ print(json.dumps({
 PER_SESSION = {"LIVECELLS_SESSION", "JPY_PARENT_PID"}
 
 
+@pytest.mark.frameworks
 def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -472,6 +478,7 @@ async def app_session(factory: Any, cwd: Path) -> dict[str, Any]:
         return found
 
 
+@pytest.mark.frameworks
 def test_a_preinitialised_kernel_app_and_shell_are_invisible_to_cells(shared: dict[str, Any]) -> None:
     """The template configures ipykernel's app once (command line with the kernels' arguments,
     config files, profile, logging) and builds its shell; each forked kernel still has its own
@@ -518,6 +525,7 @@ async def env_session(server: ForkServer, cwd: Path, extra: dict[str, str]) -> t
         return k.km.provisioner.process, app_state(result)
 
 
+@pytest.mark.frameworks
 def test_a_session_env_the_template_did_not_see_gets_a_fully_initialised_app(shared: dict[str, Any]) -> None:
     """A variable allowed to differ per session (``per_session_env``) but not known to be unread
     by the kernel's configuration: the child builds its app and shell from scratch, and its
