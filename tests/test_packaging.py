@@ -88,3 +88,12 @@ def test_preinit_unregisters_a_history_manager_where_ipython_keeps_a_registry():
     preinit._unregister_history(kept)
     assert WithRegistry._instances == set()
     preinit._unregister_history(WithoutRegistry())  # nothing to do, no AttributeError
+
+
+def test_readme_links_resolve():
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)\)", readme)
+    local = [t for t in targets if "://" not in t]
+    assert local, "the README links its docs"
+    assert [t for t in local if not (ROOT / t).exists()] == []
+    assert "SPEC.md" not in readme  # the contract is not part of this repository
