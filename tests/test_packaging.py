@@ -97,3 +97,21 @@ def test_readme_links_resolve():
     assert local, "the README links its docs"
     assert [t for t in local if not (ROOT / t).exists()] == []
     assert "SPEC.md" not in readme  # the contract is not part of this repository
+
+
+def test_the_support_table_states_the_declared_ranges():
+    """docs/installation.rst's table of supported versions says what pyproject.toml declares (and
+    the matrix tests): each runtime dependency's lower bound, the Pythons of the classifiers."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    table = (ROOT / "docs" / "installation.rst").read_text()
+    block = re.search(r"^dependencies = \[\n(.*?)^\]", pyproject, re.M | re.S).group(1)
+    declared = re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', block)
+    assert len(declared) == block.count('"') // 2 >= 6  # every dependency has a lower bound
+    rows = dict(re.findall(r"^   \* - (\S+)\n     - (.+)$", table, re.M))
+    for name, bound in declared:
+        label = {"sphinx": "Sphinx"}.get(name, name)
+        assert rows.get(label) == f">= {bound}", (name, rows.get(label))
+    pythons = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', pyproject)
+    assert rows["Python"] == f"{pythons[0]} to {pythons[-1]}"
+    assert f"- {', '.join(pythons)}\n" in table
+    assert re.search(rf'requires-python = ">={re.escape(pythons[0])}"', pyproject)
