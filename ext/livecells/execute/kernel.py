@@ -210,6 +210,10 @@ class KernelSession:
             Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in shutdown()
         output = self._log if self._log is not None else asyncio.subprocess.DEVNULL
+        # The kernelspec first: for the native kernel jupyter_client imports ipykernel, which
+        # (6.x) imports debugpy, which sets PYDEVD_USE_FRAME_EVAL in this process. Read after
+        # it, the session's environment is the one a fork server's template starts with.
+        self.km.kernel_spec  # loaded on first access
         await self.km.start_kernel(
             cwd=self.cwd,
             env=self._environment(),
