@@ -77,8 +77,10 @@ def no_unshown_log_records():
     """
     original = sphinx.util.logging.setup
 
-    def setup(app: Any, status: Any, warning: Any, *, verbosity: int = 0) -> None:
-        original(app, status, warning, verbosity=verbosity)
+    def setup(app: Any, status: Any, warning: Any, **kwargs: Any) -> None:
+        original(app, status, warning, **kwargs)
+        # Sphinx 8.2 passes the verbosity; before, the app has it.
+        verbosity = kwargs.get("verbosity", getattr(app, "verbosity", 0))
         shown = sphinx.util.logging.VERBOSITY_MAP[max(verbosity, 0)]
         logging.getLogger(sphinx.util.logging.NAMESPACE).setLevel(min(shown, logging.WARNING))
 

@@ -37,7 +37,7 @@ os.waitpid(-1, 0)
 daemon = int(os.read(r, 20))
 stubborn = subprocess.Popen([sys.executable, "-c",
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"])
-grouped = subprocess.Popen(["sleep", "1000"], process_group=0)
+grouped = subprocess.Popen(["sleep", "1000"], preexec_fn=os.setpgrp)  # process_group=0 (3.11+)
 holder = subprocess.Popen(["sleep", "1000"], start_new_session=True)  # holds fds 1 and 2
 time.sleep(0.2)
 pids = [os.getpid(), daemon, stubborn.pid, grouped.pid, holder.pid]
