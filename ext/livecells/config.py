@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sphinx
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -273,8 +272,6 @@ def _raw_default(name: str) -> Any:
 def setup_config(app: Sphinx) -> None:
     """Register every field as a ``livecells_<name>`` config value."""
     for name, f in CONFIG_FIELDS.items():
-        # Sphinx 7.4 added descriptions (shown by its config listings); before, the docs have them.
-        described = {"description": f.metadata["help"]} if sphinx.version_info >= (7, 4) else {}
         # Any: the validators check every value, and say where in conf.py it was set (Sphinx's
         # own type check would warn a second time, without a location). ``-D`` values are still
         # converted by the type of the default.
@@ -283,7 +280,7 @@ def setup_config(app: Sphinx) -> None:
             _raw_default(name),
             f.metadata["rebuild"],
             types=Any,
-            **described,
+            description=f.metadata["help"],
         )
     app.connect("config-inited", _validate_on_init, priority=400)
 
