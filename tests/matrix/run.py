@@ -111,8 +111,16 @@ class Failed(Exception):
     pass
 
 
-def leftover_processes(prefix: Path) -> list[int]:
-    """Processes whose command line runs from `prefix` (the combo's venv): none may outlive a step."""
+def leftover_processes(prefix: Path, grace: float = 10.0) -> list[str]:
+    """Processes whose command line runs from `prefix` (the combo's venv) `grace` seconds after a
+    step ended (multiprocessing's resource tracker exits just after its parent): none may be left."""
+    deadline = time.monotonic() + grace
+    while (found := _running_from(prefix)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return found
+
+
+def _running_from(prefix: Path) -> list[str]:
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -122,7 +130,7 @@ def leftover_processes(prefix: Path) -> list[int]:
         except OSError:
             continue
         if cmdline and cmdline[0].decode(errors="replace").startswith(str(prefix)):
-            found.append(int(proc.name))
+            found.append(f"{proc.name}: {b' '.join(cmdline).decode(errors='replace')[:200]}")
     return found
 
 
@@ -201,16 +209,16 @@ def run_combo(combo: Combo, uv: str, wheel: Path, modules: list[str]) -> Combo:
         build_env = dict(env, PYTHONWARNINGS=warning_filters(modules))
         combo.run([py, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(book), str(book / "_build")], env=build_env)
         check_book(book / "_build", combo.version)
-        if leftover_processes(venv):
-            raise Failed(f"processes outlived the build: {leftover_processes(venv)}")
+        if left := leftover_processes(venv):
+            raise Failed(f"processes outlived the build: {left}")
         # From the checkout's root: its tests, the wheel's livecells (ext/ is not on the path).
         combo.run(
             [py, "-m", "pytest", "-q", "-ra", "-n", "0", "-p", "no:cacheprovider", "-m", "not frameworks", "tests"],
             env=build_env,
             cwd=ROOT,
         )
-        if leftover_processes(venv):
-            raise Failed(f"processes outlived the tests: {leftover_processes(venv)}")
+        if left := leftover_processes(venv):
+            raise Failed(f"processes outlived the tests: {left}")
         combo.result = "passed"
     except Failed as failure:
         combo.result = f"FAILED: {failure}"
