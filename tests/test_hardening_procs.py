@@ -500,7 +500,9 @@ def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, 
 # --- Class 8: kernels listen on no TCP port -------------------------------------------------
 
 FORKED_PRINT = """\
-import os
+import os, warnings
+# Python 3.12+ warns that the kernel (threads: IOPub, heartbeat...) forks: not this test's subject.
+warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
 pid = os.fork()
 if pid == 0:
     print("from the forked child", flush=True)
