@@ -1,14 +1,15 @@
 # livecells: `make docs` sets everything up and builds the docs with executed cells;
-# `make test` lints (ruff) and runs the whole suite; `make lint` lints only. Both create .venv
-# on first use. `make test-matrix` checks the wheel on every supported Python at both ends of the
-# dependency ranges (tests/matrix/run.py).
+# `make test` lints (ruff) and runs the suite but the TensorFlow/JAX environment tests (`make
+# test-frameworks`); `make lint` lints only. Both create .venv on first use. `make test-matrix`
+# checks the wheel on every supported Python at both ends of the dependency ranges
+# (tests/matrix/run.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPHINXOPTS ?=
 
-.PHONY: docs test test-matrix lint install clean pdf bench
+.PHONY: docs test test-frameworks test-matrix lint install clean pdf bench
 
 install: $(STAMP)
 
@@ -27,7 +28,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check ext tests bench
 
 test: lint
-	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder -m "not frameworks_extra" $(PYTEST_ARGS)
+
+# TensorFlow and JAX tabs in environments pinned as d2l-en's (tests/envs/make.sh makes them under
+# $(LIVECELLS_ENVS), ~2 GB each, minutes the first time).
+LIVECELLS_ENVS ?= $(HOME)/.cache/livecells-envs
+test-frameworks: $(STAMP)
+	LIVECELLS_ENVS=$(LIVECELLS_ENVS) $(BIN)/python -m pytest -q -ra -n 0 -m frameworks_extra tests/test_frameworks_envs.py $(PYTEST_ARGS)
 
 # CI passes MATRIX_ARGS=--require-all: each supported Python must be on the machine.
 test-matrix: $(STAMP)

@@ -4,13 +4,15 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ext"))
+# The docs' own directive: the table of config values, generated from livecells.config.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "docs", "_ext"))
 
 project = "livecells"
 author = "the livecells authors"
 copyright = "2026, the livecells authors"
 language = "en"
 
-extensions = ["livecells"]
+extensions = ["livecells", "livecells_config_table"]
 
 html_theme = "furo"
 html_title = "livecells"

@@ -123,7 +123,7 @@ def worker_templates(address: str) -> dict[int, int]:
     from distributed import Client
 
     def templates(dask_worker) -> list[int]:  # type: ignore[no-untyped-def]
-        from livecells.execute.dask_worker import WorkerKernels
+        from livecells.execute.worker import WorkerKernels
 
         kernels = WorkerKernels.of(dask_worker, make=False)
         return kernels.template_pids if kernels is not None else []

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
 
+from livecells.model.records import Probe
+
 
 def d2l_corpus() -> Path | None:
     """Real d2lbook output (see its README): ``LIVECELLS_D2L_CORPUS``, or ``shared/d2l-corpus``
@@ -27,6 +30,16 @@ def d2l_corpus() -> Path | None:
     candidates = [os.environ.get("LIVECELLS_D2L_CORPUS", "")]
     candidates += [str(base / "shared" / "d2l-corpus") for base in (root.parent, root.parent.parent)]
     return next((Path(c) for c in candidates if c and (Path(c) / "README.md").is_file()), None)
+
+
+def said(into: list[str]) -> Callable[[str, str], None]:
+    """A ``report`` for :func:`livecells.config.read_config` that keeps its messages in ``into``."""
+    return lambda message, name: into.append(message)
+
+
+def no_report(message: str, name: str) -> None:
+    """A ``report`` for :func:`livecells.config.read_config` where every value must be usable."""
+    raise AssertionError(f"{name}: {message}")
 
 
 def soup(path: Path) -> BeautifulSoup:
@@ -96,16 +109,14 @@ def build_site(
 ) -> tuple[SphinxTestApp, str]:
     """Build ``src`` with Sphinx's test app (kwargs go to it: confoverrides, freshenv, ...).
 
-    ``kernels``: a :class:`FakeKernels` that runs the sessions in place of kernels (and no fork
-    server is started). Returns the app, cleaned up, and its warnings with colour codes removed.
+    ``kernels``: a :class:`FakeKernels`, the build's ``livecells_executor``, that runs the sessions
+    in place of kernels. Returns the app, cleaned up, and its warnings with colour codes removed.
     """
     warnings = StringIO()
     if kernels is not None:
-        kwargs["confoverrides"] = {"livecells_fork_kernels": False, **kwargs.get("confoverrides", {})}
+        kwargs["confoverrides"] = {**kwargs.get("confoverrides", {}), "livecells_executor": kernels}
     with no_unshown_log_records():
         app = SphinxTestApp(builder, srcdir=src, warning=warnings, **kwargs)
-    if kernels is not None:
-        app.livecells_scheduler_factory = kernels  # type: ignore[attr-defined]
     try:
         app.build()
     finally:
@@ -146,7 +157,7 @@ class InProcessSession:
     """
 
     def __init__(self, framework: Any, *, cwd: Any, devices: Any = None, output_limit: int = 100_000, **_: Any):
-        from livecells.execute.outputs import SessionDisplays
+        from livecells.execute.iopub import SessionDisplays
 
         self.framework = framework
         self.cwd = cwd
@@ -168,7 +179,7 @@ class InProcessSession:
         import time
         import traceback
 
-        from livecells.execute.outputs import OutputCollector
+        from livecells.execute.iopub import OutputCollector
         from livecells.model.records import CellRecord
 
         self.count += 1
@@ -237,36 +248,40 @@ class InProcessSession:
             error=collector.error,
         )
 
-    async def probe(self) -> dict[str, Any]:
+    async def probe(self) -> Probe:
         import platform
         import socket
 
-        return {
-            "host": socket.gethostname(),
-            "python": platform.python_version(),
-            "framework_version": "",
-            "gpu_used": bool(self.devices),  # it "uses" the devices it was given
-        }
+        # It "uses" the devices it was given.
+        return Probe(host=socket.gethostname(), python=platform.python_version(), gpu_used=bool(self.devices))
 
     async def shutdown(self) -> None:
         self.namespace.clear()
 
 
 class FakeKernels:
-    """``app.livecells_scheduler_factory`` for builds whose subject is policy, not kernels.
+    """An executor object (``livecells_executor``) for builds whose subject is policy, not kernels.
 
-    The build's scheduler is livecells' own :class:`LocalScheduler` (its device leases, its
-    order), over :class:`InProcessSession` in place of kernels. ``jobs``: every session handed to
-    it, build after build, as ``(docname, framework)``.
+    Its scheduler is livecells' own :class:`LocalScheduler` (its device leases, its order), over
+    :class:`InProcessSession` in place of kernels; it needs none of the build's processes.
+    ``jobs``: every session handed to it, build after build, as ``(docname, framework)``.
     """
+
+    runs_locally = False
 
     def __init__(self) -> None:
         self.jobs: list[tuple[str, str]] = []
 
-    def __call__(self, config: Any, gpus: Any, fork_server: Any = None, guard: Any = None) -> Any:
+    def check(self, warm: Any) -> Any:
+        from livecells.execute.executors import Capacity
+
+        return Capacity()  # sessions lease this machine's GPUs, as local kernels would
+
+    def scheduler(self, resources: Any) -> Any:
         from livecells.execute.scheduler import LocalScheduler
 
         fake = self
+        gpus = resources.gpus
 
         class Recording(LocalScheduler):
             async def run(self, jobs: Any, on_done: Any, on_start: Any = None) -> None:
@@ -283,8 +298,62 @@ class FakeKernels:
     #: What to add to a conf.py so that a ``sphinx-build`` process uses fake kernels too.
     CONF = (
         "\nimport sys as _sys\n_sys.path.insert(0, {tests!r})\n"
-        "def setup(app):\n"
-        "    from helpers import FakeKernels\n"
-        "    app.livecells_scheduler_factory = FakeKernels()\n"
+        "from helpers import FakeKernels as _FakeKernels\n"
+        "livecells_executor = _FakeKernels()\n"
         "livecells_fork_kernels = False\n"
     ).format(tests=str(Path(__file__).parent))
+
+
+class InProcessPool:
+    """A second executor, small, for the tests of the executor seam: ``inprocess://N`` runs up to
+    N sessions at once, each in an :class:`InProcessSession`, with a scheduler of its own (not
+    livecells' :class:`LocalScheduler`): one asyncio task per session, bounded by a semaphore, on
+    no device. ``runs``: per run of its scheduler, the most sessions that ran at once."""
+
+    runs_locally = False
+    runs: list[int] = []
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def size(self) -> int:
+        from livecells.execute.executors import ExecutorProblem
+
+        size = self.address.partition("://")[2]
+        if not size.isdigit() or int(size) < 1:
+            raise ExecutorProblem(f"livecells_executor = {self.address!r}: the pool's size must be a number")
+        return int(size)
+
+    def check(self, warm: Any) -> Any:
+        from livecells.execute.executors import Capacity
+
+        size = self.size()
+        return Capacity(gpus_per_session=0, description=f"an in-process pool of {size}")
+
+    def scheduler(self, resources: Any) -> Any:
+        import asyncio
+
+        from livecells.execute.devices import Lease
+        from livecells.execute.scheduler import run_session
+
+        size = self.size()
+
+        class Pool:
+            async def run(self, jobs: Any, on_done: Any, on_start: Any = None) -> None:
+                limit, running, most = asyncio.Semaphore(size), [0], [0]
+
+                async def one(job: Any) -> None:
+                    async with limit:
+                        running[0] += 1
+                        most[0] = max(most[0], running[0])
+                        if on_start is not None:
+                            on_start(job)
+                        record = await run_session(job, Lease(()), session_factory=InProcessSession)
+                        await asyncio.sleep(0.05)  # so that sessions overlap, as kernels would
+                        running[0] -= 1
+                    on_done(job, record)
+
+                await asyncio.gather(*(one(job) for job in jobs))
+                InProcessPool.runs.append(most[0])
+
+        return Pool()

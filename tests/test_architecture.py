@@ -2,8 +2,9 @@
 
 Each stage is a package; a stage may import only the stages it comes after (and the shared
 ``model``), never another stage's private names; render never imports execute, plan or the
-orchestration (``build``); model, plan, store and execute never import Sphinx or docutils, not
-even through another livecells module, so a Dask worker or a kernel-side program needs neither.
+orchestration (``pipeline``); model, plan, store, execute, convert and cli never import Sphinx or
+docutils, not even through another livecells module, so a Dask worker or a kernel-side program
+needs neither.
 """
 
 from __future__ import annotations
@@ -23,16 +24,20 @@ ALLOWED = {
     "store": {"model"},
     "plan": {"model"},
     "execute": {"model"},
-    "config": {"model"},
-    "read": {"model", "config"},
-    "render": {"model", "config", "read", "store"},
-    "build": {"model", "config", "read", "plan", "store", "execute"},
-    "cli": {"model", "store"},
-    "__init__": {"config", "read", "render", "build"},
+    "sphinx_util": set(),
+    "config": {"model", "sphinx_util"},
+    "read": {"model", "config", "sphinx_util"},
+    "render": {"model", "config", "read", "store", "sphinx_util"},
+    "pipeline": {"model", "config", "read", "plan", "store", "execute", "sphinx_util"},
+    "convert": {"model"},
+    "cli": {"model", "store", "convert"},
+    "__init__": {"config", "read", "render", "pipeline"},
     "__main__": {"cli"},
 }
 #: Parts that never import Sphinx or docutils, directly or through another livecells module.
-SPHINX_FREE = {"model", "store", "plan", "execute", "cli"}
+SPHINX_FREE = {"model", "store", "plan", "execute", "convert", "cli"}
+#: Modules of the Sphinx-side stages that are pure all the same, unit-tested without Sphinx.
+PURE = {"livecells.render.timing"}
 SPHINX = ("sphinx", "docutils")
 
 
@@ -108,7 +113,7 @@ def _internal_imports(on_import: bool = False) -> dict[str, set[str]]:
 
 def test_the_package_has_the_stages_of_the_pipeline():
     parts = {part_of(m) for m in modules()}
-    assert {"model", "read", "plan", "execute", "store", "render", "build", "cli"} <= parts
+    assert {"model", "read", "plan", "execute", "store", "render", "pipeline", "convert", "cli"} <= parts
     assert parts <= set(ALLOWED), f"a part the rules do not know: {parts - set(ALLOWED)}"
 
 
@@ -143,10 +148,10 @@ def test_render_never_reaches_back_into_execution_or_the_orchestration():
     graph = _internal_imports()
     for module, targets in graph.items():
         if part_of(module) == "render":
-            assert not {part_of(t) for t in targets} & {"execute", "build", "plan"}, module
+            assert not {part_of(t) for t in targets} & {"execute", "pipeline", "plan"}, module
 
 
-def test_the_sphinx_free_stages_never_import_sphinx_even_indirectly():
+def test_the_sphinx_free_stages_and_pure_modules_never_import_sphinx_even_indirectly():
     graph = _internal_imports(on_import=True)
     direct = {
         module: [t for _, t, _ in imports(path, module, on_import=True) if t.split(".")[0] in SPHINX]
@@ -154,7 +159,7 @@ def test_the_sphinx_free_stages_never_import_sphinx_even_indirectly():
     }
     wrong = []
     for module in graph:
-        if part_of(module) not in SPHINX_FREE:
+        if part_of(module) not in SPHINX_FREE and module not in PURE:
             continue
         seen, todo = set(), [module]
         while todo:
@@ -174,9 +179,9 @@ def test_the_sphinx_free_stages_never_import_sphinx_even_indirectly():
 @pytest.mark.parametrize(
     "names",
     [
-        ["livecells.execute.scheduler", "livecells.execute.dask", "livecells.model.records"],
+        ["livecells.execute.scheduler", "livecells.execute.executors", "livecells.execute.dask.scheduler", "livecells.model.records"],
         ["livecells.store", "livecells.plan.decide", "livecells.plan.keys"],
-        ["livecells.cli.main", "livecells.cli.convert", "livecells.cli.convert_md", "livecells.execute.dask_worker"],
+        ["livecells.cli.main", "livecells.convert.tree", "livecells.execute.dask.worker"],
     ],
 )
 def test_what_a_dask_worker_loads_does_not_load_sphinx(names):
@@ -206,3 +211,46 @@ def test_kernel_side_programs_import_only_the_standard_library(relative):
     module = "livecells." + relative[:-3].replace("/", ".")
     loaded = {target.split(".")[0] for _, target, _ in imports(path, module, on_import=True, as_main=True)}
     assert loaded <= set(sys.stdlib_module_names) | {"__future__"}, loaded - set(sys.stdlib_module_names)
+
+
+#: The executors' implementations: packages under ``execute/`` that the registry names by string.
+EXECUTOR_PACKAGES = ("livecells.execute.dask",)
+
+
+def test_only_an_executor_knows_its_own_implementation():
+    """The build and the config ask the executor (``execute/executors.py``) what to do; none of
+    their modules imports an executor's package or compares ``livecells_executor`` with a name."""
+    wrong = []
+    for module, path in modules().items():
+        if module.startswith(EXECUTOR_PACKAGES):
+            continue
+        for line, target, names in imports(path, module):
+            named = [target] + [f"{target}.{name}" for name in names]
+            if any(n == p or n.startswith(p + ".") for n in named for p in EXECUTOR_PACKAGES):
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line}: imports {target}")
+        if part_of(module) in {"pipeline", "config"}:
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Compare) and any(
+                    isinstance(c, ast.Constant) and c.value == "local" for c in [node.left, *node.comparators]
+                ):
+                    wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: compares with 'local'")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_both_sphinx_and_jupyter_client():
+    wrong = []
+    for module, path in modules().items():
+        roots = {target.split(".")[0] for _, target, _ in imports(path, module)}
+        if roots & set(SPHINX) and "jupyter_client" in roots:
+            wrong.append(str(path.relative_to(PACKAGE)))
+    assert not wrong, wrong
+
+
+def test_the_extension_and_the_executor_registry_load_no_jupyter_client():
+    """Builds that run no cell never import jupyter_client: the registry names executors by string."""
+    code = (
+        "import sys, livecells, livecells.pipeline.events, livecells.execute.executors\n"
+        "sys.exit('jupyter_client' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(PACKAGE.parent)})
+    assert result.returncode == 0

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from sphinx.testing.util import SphinxTestApp
 
-from livecells.cli.convert import convert_text
+from livecells.convert.rst import convert_text
 
 from helpers import FakeKernels, build_site, soup
 
@@ -114,6 +114,47 @@ def test_download_links_sit_before_the_first_tab_set_and_resolve(book):
         paragraph = html.select_one("p.livecells-downloads")
         tab_set = html.select_one("div.sd-tab-set")
         assert paragraph.find_next("div", class_="sd-tab-set") is tab_set
+
+
+IMAGE_CELL = """
+.. live-cell:: pytorch
+
+   import base64
+   from IPython.display import Image, display
+   display(Image(data=base64.b64decode(
+       "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP438AARwzEcQB+ohfxXaFgBQAAAABJRU5ErkJggg=="
+   )))
+"""
+# Names a URL must quote; a folder of them too (its links go up: "../").
+ODD_PAGES = ["c#-interop", "100%", "why?", "a b", "ünï", "c#dir/p%20q"]
+
+
+def test_download_and_image_urls_of_pages_with_odd_names_are_quoted_and_resolve(tmp_path, rootdir):
+    from urllib.parse import unquote, urlsplit
+
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-book", src)
+    (src / "report.rst").unlink()
+    toctree = "".join(f"   {name}\n" for name in ODD_PAGES)
+    (src / "index.rst").write_text(f"Odd\n===\n\n.. toctree::\n\n{toctree}{IMAGE_CELL}")
+    (src / "other.rst").unlink()
+    for name in ODD_PAGES:
+        (src / f"{name}.rst").parent.mkdir(parents=True, exist_ok=True)
+        (src / f"{name}.rst").write_text(f"Page\n====\n{IMAGE_CELL}")
+    kernels = FakeKernels()
+    for builder in ("html", "dirhtml"):
+        app, warnings = _build(src, builder, src / f"_{builder}", kernels, execute="auto" if builder == "html" else "cache")
+        assert "WARNING" not in warnings, warnings
+        for name in ODD_PAGES:
+            path = app.outdir / (f"{name}.html" if builder == "html" else f"{name}/index.html")
+            html = soup(path)
+            urls = [a["href"] for a in html.select("p.livecells-downloads a")]
+            urls += [img["src"] for img in html.select(".livecells-output img")]
+            assert len(urls) == 2, (path, urls)
+            for url in urls:
+                assert urlsplit(url).path == url and url.isascii() and " " not in url, url  # no "#", "?"
+                assert re.fullmatch(r"([^%]|%[0-9A-F]{2})*", url), url
+                assert (path.parent / unquote(url)).resolve().is_file(), (path, url)
 
 
 def test_epub_text_latex_have_no_notebooks(book):

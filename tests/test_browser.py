@@ -10,7 +10,10 @@ localStorage, where sphinx-design keeps the chosen tab).
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import functools
+import json
 import shutil
 import threading
 from collections.abc import Iterator
@@ -64,7 +67,7 @@ FOCUS_JS = """() => { const el = document.activeElement;
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base's name
         """Keep the request log out of the test output."""
 
 
@@ -81,7 +84,14 @@ def site(tmp_path_factory, rootdir) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def server(site) -> Iterator[str]:
     """The built site over HTTP on a free port of 127.0.0.1; its base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(site["outdir"]))
+    with serving(site["outdir"]) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(directory: Path) -> Iterator[str]:
+    """``directory`` over HTTP on a free port of 127.0.0.1; its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, name="test-browser-http", daemon=True)
     thread.start()
@@ -250,3 +260,121 @@ def test_keyboard_in_a_prose_only_set_switches_the_code_too(page, server):
     expect_prose_page(page, "mxnet", "pytorch")
     page.keyboard.press("ArrowLeft")
     expect_prose_page(page, "pytorch", "mxnet")
+
+
+# -- math from a cell, with HTML from cells off: MathJax 3 typesets only what the allowlist passed --
+
+MATH_CONF = """
+livecells_allow_html = False
+mathjax_path = "mathjax/tex-chtml.js"
+"""
+MATH_PAGE = r"""Math
+====
+
+The author's own math, :math:`\frac{1}{2}`, is typeset.
+
+.. live-cell:: pytorch
+
+   from IPython.display import Latex, Markdown, display
+   display(Latex(r"$\href{javascript:void(window.pwned='href')}{CLICKHREF}$"))
+   display(Latex(r"$\style{position:fixed;top:0;left:0;width:100vw;height:100vh}{\href{javascript:void(window.pwned='style')}{CLICKSTYLE}}$"))
+   display(Markdown(r"text \\(\href{javascript:void(window.pwned='md')}{CLICKMD}\\) [CLICKLINK](javascript:void(window.pwned='link'))"))
+   display(Latex(r"$\frac{a}{b}$ and $\begin{pmatrix}1\\2\end{pmatrix}$"))
+   print(r"\(\href{javascript:void(window.pwned='print')}{CLICKPRINT}\)")
+"""
+
+
+def mathjax3() -> Path | None:
+    """MathJax 3's browser files, from the test extra's django-static-mathjax (no CDN here)."""
+    import importlib.util
+
+    found = importlib.util.find_spec("mathjax")
+    folder = Path(next(iter(found.submodule_search_locations or []), "")) / "static" / "mathjax" if found else None
+    return folder if folder is not None and (folder / "es5" / "tex-chtml.js").is_file() else None
+
+
+def math_site(tmp_path: Path, conf: str, page: str) -> tuple[Path, Path, str]:
+    """A one-page copy of the browser root with ``conf`` added, built in a thread of its own
+    (Playwright's sync API runs an asyncio loop in this one), MathJax 3 beside it: its source,
+    its output folder and the warnings."""
+    files = mathjax3()
+    if files is None:
+        pytest.skip("MathJax 3 is not installed (django-static-mathjax, in the test extra)")
+    version = json.loads((files / "package.json").read_text())["version"]
+    assert version.startswith("3."), version
+    src = tmp_path / "src"
+    shutil.copytree(Path(__file__).parent / "roots" / "test-browser", src)
+    with open(src / "conf.py", "a") as handle:
+        handle.write(conf)
+    (src / "index.rst").write_text(page)
+    for other in src.glob("*.rst"):
+        if other.name != "index.rst":
+            other.unlink()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        app, warnings = pool.submit(build_site, src, kernels=FakeKernels()).result()
+    shutil.copytree(files / "es5", Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
+    return src, Path(app.outdir), warnings
+
+
+@contextlib.contextmanager
+def typeset(browser: Any, outdir: Path) -> Iterator[Any]:
+    """The site's index page in a fresh context, once MathJax 3 has typeset it."""
+    context = browser.new_context()
+    context.set_default_timeout(20_000)
+    try:
+        page = context.new_page()
+        with serving(outdir) as url:
+            page.goto(url + "index.html")
+            page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+            page.evaluate("() => MathJax.startup.promise")
+            assert page.evaluate("() => MathJax.version").startswith("3.")
+            yield page
+    finally:
+        context.close()
+
+
+def test_cell_math_reaches_mathjax_only_through_the_allowlist(tmp_path, browser):
+    _, outdir, warnings = math_site(tmp_path, MATH_CONF, MATH_PAGE)
+    refused = [line for line in warnings.splitlines() if "not shown as math" in line]
+    assert len(refused) == 2 and "'\\\\href'" in refused[0] and "'\\\\style'" in refused[1], warnings
+    with typeset(browser, outdir) as page:
+        cell = page.locator("div.livecells-cell")
+        # The allowed math is typeset (a fraction, a matrix), and so is the author's.
+        assert cell.locator("mjx-container").count() == 2
+        assert page.locator("p", has_text="own math, ").locator("mjx-container").count() == 1
+        # Refused math and math-like text stay text; nothing MathJax made is a link.
+        assert cell.locator("mjx-container a, mjx-container [href]").count() == 0
+        for link in cell.locator("a").all():  # MathJax's links, if any were made
+            link.click(force=True)
+        for name in ("CLICKHREF", "CLICKSTYLE", "CLICKMD", "CLICKPRINT", "CLICKLINK"):
+            for target in page.get_by_text(name).all():
+                target.click(force=True)
+        page.mouse.click(5, 5)
+        page.mouse.click(400, 300)
+        assert page.evaluate("() => window.pwned === undefined"), page.evaluate("() => window.pwned")
+        assert "javascript:" not in page.evaluate(
+            "() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href).join(' ')"
+        )
+
+
+def test_stored_text_around_outputs_is_no_math_even_with_html_from_cells_on(tmp_path, browser):
+    """A store is data: its device name, shown in the timing line, is never typeset (with HTML
+    from cells on, the outputs' own math is, as JupyterLab typesets it)."""
+    conf = '\nmathjax_path = "mathjax/tex-chtml.js"\n'
+    page = "Math\n====\n\n.. live-cell:: pytorch\n\n   from IPython.display import Latex\n   Latex(r'$\\frac{a}{b}$')\n"
+    src, outdir, _ = math_site(tmp_path, conf, page)
+    store = src / "_livecells" / "index.json"
+    data = json.loads(store.read_text())
+    device = r"\(\href{javascript:void(window.pwned='device')}{DEVICE}\)"
+    data["sessions"]["pytorch"]["provenance"]["device"] = device
+    store.write_text(json.dumps(data))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(build_site, src, confoverrides={"livecells_execute": "cache"}).result()
+    with typeset(browser, outdir) as page:
+        cell = page.locator("div.livecells-cell")
+        assert cell.locator("div.livecells-latex mjx-container").count() == 1
+        meta = cell.locator("p.livecells-meta")
+        assert "DEVICE" in meta.inner_text() and meta.locator("mjx-container").count() == 0
+        meta.click()
+        page.get_by_text("DEVICE").click(force=True)
+        assert page.evaluate("() => window.pwned === undefined"), page.evaluate("() => window.pwned")

@@ -1,4 +1,4 @@
-"""Tests for ``python -m livecells convert`` (``livecells.cli.convert``).
+"""Tests for ``python -m livecells convert`` on d2lbook RST (``livecells.convert.rst``, ``.tree``).
 
 Fixtures in ``tests/data/convert/``:
 
@@ -23,13 +23,16 @@ lacks are attacked at the end of this file.
 
 from __future__ import annotations
 
-import argparse
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from livecells.cli.convert import ConvertResult, add_subcommand, convert_text, convert_tree, run
+from livecells.cli.main import main
+from livecells.convert.rst import ConvertResult, convert_text
+from livecells.convert.tree import convert_tree
 
 from helpers import build_site, soup
 
@@ -426,19 +429,49 @@ def test_convert_tree_into_itself_and_below_itself(tmp_path: Path) -> None:
     assert results[Path("converted/index.rst")].cells == 0
 
 
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="livecells")
-    add_subcommand(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(["convert", *argv])
+def test_convert_tree_copies_linked_folders_and_refuses_loops_and_broken_links(tmp_path: Path) -> None:
+    make_book(tmp_path / "book")
+    src, shared = tmp_path / "book", tmp_path / "shared-img"
+    shutil.move(src / "img", shared)
+    (src / "img").symlink_to("../shared-img")  # d2l's layout: images shared between trees
+    (shared / "deeper").mkdir()
+    (shared / "deeper" / "chapter.rst").write_text(read(UNTABBED), encoding="utf-8")
+    (shared / "deeper" / "back").symlink_to("../../shared-img")  # a loop through the link
+    (src / "chapter_perf" / "up").symlink_to("..")  # a loop inside the tree
+    (src / "also-img").symlink_to("img")  # a second way to the same folder: copied too
+    (src / "gone.svg").symlink_to("nowhere.svg")
+    os.mkfifo(src / "pipe")  # a copy would fail (or wait for a writer)
+    said: list[str] = []
+    results = convert_tree(src, tmp_path / "out", warn=said.append)
+    out = tmp_path / "out"
+    for folder in ("img", "also-img"):
+        assert (out / folder / "asyncgraph.svg").read_bytes() == b"<svg/>\x00\xff"
+        assert not (out / folder).is_symlink()
+        assert cell_frameworks(read(out / folder / "deeper" / "chapter.rst")) == ["pytorch", "pytorch"]
+        assert not (out / folder / "deeper" / "back").exists()
+    assert Path("img/deeper/chapter.rst") in results and not (out / "chapter_perf" / "up").exists()
+    assert sorted(said) == sorted([
+        f"{src}/also-img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)",
+        f"{src}/chapter_perf/up: a link to {src}, which holds this folder: not followed (it would loop)",
+        f"{src}/gone.svg: a broken link: not copied",
+        f"{src}/pipe: not a file (a named pipe, a socket, a device): not copied",
+        f"{src}/img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)",
+    ])  # fmt: skip
+    said.clear()
+    convert_tree(src, src, warn=said.append)  # in place: nothing is written through a link
+    assert read(shared / "deeper" / "chapter.rst") == read(UNTABBED)
+    assert f"{src}/img: a link to {shared}: not converted in place (it lies outside the tree)" in said
+
+
+def run(*argv: str) -> int:
+    return main(["convert", *argv])
 
 
 def test_cli_file_to_stdout_with_warnings_on_stderr(tmp_path: Path, capsys) -> None:
     path = tmp_path / "ch.rst"
     stray = "\nProse.\n\n.. parsed-literal::\n    :class: output\n\n    stray\n"
     path.write_text(read(UNTABBED) + stray, encoding="utf-8")
-    args = parse(str(path), "--default-framework", "mxnet")
-    assert args.func is run
-    assert args.func(args) == 0
+    assert run(str(path), "--default-framework", "mxnet") == 0
     captured = capsys.readouterr()
     assert cell_frameworks(captured.out) == ["mxnet", "mxnet"]
     warning, summary = captured.err.splitlines()
@@ -451,10 +484,10 @@ def test_cli_file_to_stdout_with_warnings_on_stderr(tmp_path: Path, capsys) -> N
 
 def test_cli_file_and_directory_to_output(tmp_path: Path, capsys) -> None:
     out = tmp_path / "ch.out.rst"
-    assert run(parse(str(TABBED), "-o", str(out))) == 0
+    assert run(str(TABBED), "-o", str(out)) == 0
     assert read(out) == read(DATA / "async-computation.expected.rst")
     make_book(tmp_path / "book")
-    assert run(parse(str(tmp_path / "book"), "--output", str(tmp_path / "html_src"))) == 0
+    assert run(str(tmp_path / "book"), "--output", str(tmp_path / "html_src")) == 0
     assert (tmp_path / "html_src" / "chapter_perf" / "async.rst").exists()
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -462,15 +495,15 @@ def test_cli_file_and_directory_to_output(tmp_path: Path, capsys) -> None:
 
 
 def test_cli_errors(tmp_path: Path, capsys) -> None:
-    assert run(parse(str(tmp_path / "missing.rst"))) == 2
-    assert run(parse(str(tmp_path))) == 2  # a directory needs -o
+    assert run(str(tmp_path / "missing.rst")) == 2
+    assert run(str(tmp_path)) == 2  # a directory needs -o
     bad = tmp_path / "latin1.rst"
     bad.write_bytes("caf\xe9\n".encode("latin-1"))
-    assert run(parse(str(bad))) == 2
+    assert run(str(bad)) == 2
     book = tmp_path / "book"
     book.mkdir()
     (book / "bad.rst").write_bytes(b"\xff\xfe\xfa")
-    assert run(parse(str(book), "-o", str(tmp_path / "out"))) == 2
+    assert run(str(book), "-o", str(tmp_path / "out")) == 2
     assert capsys.readouterr().err.count("livecells convert:") == 4
 
 

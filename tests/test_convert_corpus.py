@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from livecells.cli.convert import ConvertResult, convert_text, convert_tree
+from livecells.convert.rst import ConvertResult, convert_text
+from livecells.convert.tree import convert_tree
 
 from helpers import build_site, d2l_corpus, soup
 

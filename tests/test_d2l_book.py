@@ -11,6 +11,7 @@ kernels.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from pathlib import Path
 import docutils
 import pytest
 
-from livecells.cli.convert import convert_text
+from livecells.convert.rst import convert_text
 
 from conftest import kernel_processes
 from helpers import build_site, built_page, d2l_corpus
@@ -416,3 +417,51 @@ def test_prose_for_a_comma_list_is_in_each_tab_with_its_ids_once(prose):
         "pytorch": ["SHAREDPROSE for both, see itself ."], "mxnet": ["SHAREDPROSE for both, see itself ."]}
     assert len(page.select("#shared-prose")) == 1
     assert page.select_one('a.reference.internal[href="#shared-prose"]')
+
+
+def _shape(outputs: list[dict]) -> list[tuple]:
+    """What a cell shows, but for numbers and pictures that differ from run to run (random
+    weights, samples, losses): each output's kind, its stream or its formats, its error."""
+    from livecells.model.streams import shown_outputs
+
+    return [
+        (o["output_type"], o.get("name") or o.get("ename") or sorted(o.get("data", {})))
+        for o in shown_outputs(outputs)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("chapter", "framework"),
+    [
+        ("chapter_preliminaries/probability", "pytorch"),
+        ("chapter_linear-regression/linear-regression-scratch", "pytorch"),
+        ("chapter_linear-regression/linear-regression-scratch", "mxnet"),
+    ],
+)
+def test_the_recommended_conf_shows_what_jupyter_shows(book, chapter, framework):
+    """The migration guide's conf (d2l.torch, d2l.mxnet preloaded, kernels forked) against
+    Jupyter: the page's notebook (livecells' outputs) run again by nbclient in a fresh kernel. Figures
+    drawn without plt.show() (d2l.plot, the ProgressBoard's) and %matplotlib inline need the
+    inline backend's hooks in the kernel's own shell."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    ours = nbformat.read(Path(book["html"]) / "_downloads" / "livecells" / f"{chapter}.{framework}.ipynb", 4)
+    theirs = nbformat.from_dict(json.loads(json.dumps(ours)))
+    for cell in theirs.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(book["src"]), os.environ.get("PYTHONPATH")]))
+    cwd = (book["src"] / chapter).parent
+    NotebookClient(
+        theirs, kernel_name="python3", timeout=300, allow_errors=True, resources={"metadata": {"path": str(cwd)}}
+    ).execute(env=env)
+    pairs = [(a, b) for a, b in zip(ours.cells, theirs.cells) if a.cell_type == "code"]
+    assert len(pairs) > 5
+    differ = [
+        f"{a.source[:60]!r}:\n  livecells: {_shape(a.outputs)}\n  jupyter:   {_shape(b.outputs)}"
+        for a, b in pairs if _shape(a.outputs) != _shape(b.outputs)
+    ]
+    assert not differ, "\n".join(differ)
+    assert any(o["output_type"] == "display_data" for a, _ in pairs for o in a.outputs)

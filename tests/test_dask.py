@@ -20,16 +20,18 @@ from sphinx.errors import SphinxError
 from sphinx.testing.util import SphinxTestApp
 
 from conftest import kernel_processes
-from helpers import build_site, cells, outputs, soup
+from helpers import build_site, cells, outputs, said, soup
 
 distributed = pytest.importorskip("distributed")
 
 from livecells.config import read_config  # noqa: E402
-from livecells.execute.dask import DaskScheduler, ExecutorProblem, check_executor  # noqa: E402
-from livecells.execute.dask_worker import WorkerKernels, own_gpus  # noqa: E402
+from livecells.execute.dask.cluster import check_executor  # noqa: E402
+from livecells.execute.dask.scheduler import DaskScheduler  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
+from livecells.execute.executors import ExecutorProblem  # noqa: E402
 from livecells.execute.forkserver import MARKER  # noqa: E402
 from livecells.execute.scheduler import SessionJob  # noqa: E402
+from livecells.execute.worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan  # noqa: E402
 
@@ -200,7 +202,7 @@ def test_an_unreachable_scheduler_is_a_clear_error(rootdir, tmp_path):
 def test_a_client_factory_is_accepted(cluster):
     local, client = cluster
     warnings: list[str] = []
-    config = read_config({"executor": lambda: client}, warnings.append)
+    config = read_config({"executor": lambda: client}, said(warnings))
     assert callable(config.executor) and not warnings
     info = check_executor(config.executor, timeout=10)
     assert (info.workers, info.threads, info.gpus_per_worker, info.slots) == (2, 2, 0, False)
@@ -386,6 +388,23 @@ def test_without_fork_kernels_a_worker_starts_a_fresh_kernel(cluster, tmp_path):
     assert int(record["fresh"].cells[0].outputs[0]["text"]) in client.run(os.getpid).values()
 
 
+def test_a_workers_secrets_reach_none_of_its_kernels(cluster, tmp_path):
+    local, client = cluster
+    client.run(lambda: os.environ.update(GITHUB_TOKEN="ghs_worker"))  # as a CI runner's worker has
+    try:
+        page = tmp_path / "secrets.rst"
+        page.write_text("secrets\n", encoding="utf-8")
+        code = 'import os\nprint(os.getppid(), "GITHUB_TOKEN" in os.environ, b"ghs_" in open("/proc/self/environ", "rb").read())'
+        for fork in (True, False):
+            record = _run(local.scheduler_address, [_job(page, code)], fork=fork)["secrets"]
+            ppid, in_environ, at_start = record.cells[0].outputs[0]["text"].split()
+            assert (in_environ, at_start) == ("False", "False"), fork
+            parents = {t for ts in worker_templates(client).values() for t in ts} if fork else client.run(os.getpid).values()
+            assert int(ppid) in parents, fork  # forked from a worker's template; or fresh
+    finally:
+        client.run(lambda: os.environ.pop("GITHUB_TOKEN", None))
+
+
 @pytest.mark.parametrize("processes", [True, False], ids=["worker-process", "worker-in-this-process"])
 def test_a_workers_templates_and_kernels_die_when_it_closes(tmp_path, processes):
     from distributed import Client, LocalCluster
@@ -480,7 +499,7 @@ def test_a_template_imports_only_while_none_of_the_workers_sessions_runs():
 def test_waiting_for_a_template_ends_when_the_task_is_cancelled():
     import threading
 
-    from livecells.execute.dask_worker import Cancelled
+    from livecells.execute.worker import Cancelled
 
     fake = _FakeServer([], delay=0)
     kernels = WorkerKernels(fake, fake)  # type: ignore[arg-type]
@@ -498,8 +517,8 @@ def test_waiting_for_a_template_ends_when_the_task_is_cancelled():
 
 
 def test_a_worker_and_a_local_build_lend_gpus_by_one_rule():
-    from livecells.execute.dask_worker import DeviceProblem, WorkerDevices
     from livecells.execute.devices import DevicePool
+    from livecells.execute.worker import DeviceProblem, WorkerDevices
 
     gpus = [GPU(2, "G"), GPU(0, "G"), GPU(1, "G")]  # CUDA's order: the worker's own GPU first
 
@@ -530,7 +549,7 @@ def test_what_a_worker_imports_needs_no_sphinx():
     import sys
 
     code = (
-        "import sys, livecells.execute.dask_worker\n"
+        "import sys, livecells.execute.dask.worker\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'sphinx', 'docutils'}))"
     )
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "ext"))

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,8 @@ async def plain_session(server: ForkServer, cwd: Path) -> dict[str, Any]:
         found = await k.run_cell("import helper_mod; print(helper_mod.VALUE)", 30)
         poller = await k.run_cell(
             "from ipykernel.kernelapp import IPKernelApp\n"
-            "import os; print(IPKernelApp.instance().parent_handle == os.getppid())",
+            "import os; app = IPKernelApp.instance()\n"
+            "print(app.parent_handle, os.environ['JPY_PARENT_PID'], app.poller.is_alive())",
             30,
         )
         forked = isinstance(k.km.provisioner.process, ForkedProcess)
@@ -185,11 +187,49 @@ async def plain_session(server: ForkServer, cwd: Path) -> dict[str, Any]:
 
 
 @pytest.mark.frameworks
-def test_plain_kernel_finds_modules_in_its_folder_and_watches_its_parent(shared: dict[str, Any]) -> None:
+def test_plain_kernel_finds_modules_in_its_folder_and_watches_the_launcher(shared: dict[str, Any]) -> None:
+    # Not its template: a kernel outlives a template that dies, not the build (that launched it).
     found = shared["plain"]
-    assert found["printed"] == ("42\n", "True\n")
+    assert found["printed"] == ("42\n", f"{os.getpid()} {os.getpid()} True\n")
     assert found["forked"] and shared["fallbacks"] == {}
     assert "Ctrl-C will not work" not in found["log"]
+
+
+# What of the build's secrets a cell can find: in os.environ, and in the environment its process
+# was started with (/proc/self/environ: a forked kernel's is its template's).
+SECRETS_SEEN = """\
+import json, os
+names = ("GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY", "TWINE_PASSWORD", "LIVECELLS_HARMLESS")
+start = open("/proc/self/environ", "rb").read().decode()
+print(json.dumps({"environ": [n for n in names if n in os.environ], "started": [n for n in names if n in start]}))
+"""
+SECRETS = {
+    "GITHUB_TOKEN": "ghs_0123456789", "AWS_SECRET_ACCESS_KEY": "k", "MY_API_KEY": "k", "TWINE_PASSWORD": "p",
+    "LIVECELLS_HARMLESS": "1",
+}  # fmt: skip
+
+
+def test_the_builds_secrets_reach_no_kernel_forked_or_fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+
+    async def seen(**kwargs: Any) -> tuple[dict[str, Any], bool]:
+        async with KernelSession(PLAIN, cwd=tmp_path, **kwargs) as kernel:
+            result = json.loads(stdout(await kernel.run_cell(SECRETS_SEEN, 30)))
+            return result, isinstance(kernel.km.provisioner.process, ForkedProcess)
+
+    with ForkServer() as server:
+        forked, was_forked = run(seen(manager_factory=server.manager))
+        assert was_forked and server.fallbacks == {}  # the template was started without them too
+    fresh, _ = run(seen())
+    for found in (forked, fresh):
+        assert found == {"environ": ["LIVECELLS_HARMLESS"], "started": ["LIVECELLS_HARMLESS"]}
+    # An author's own patterns replace the default ones: [] keeps everything.
+    with ForkServer(env_drop=["my_*"]) as server:
+        chosen, was_forked = run(seen(manager_factory=server.manager, env_drop=["my_*"]))
+    assert was_forked and chosen["environ"] == chosen["started"] == sorted(set(SECRETS) - {"MY_API_KEY"}, key=list(SECRETS).index)
+    everything, _ = run(seen(env_drop=[]))
+    assert everything["environ"] == list(SECRETS)
 
 
 def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
@@ -214,26 +254,72 @@ def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
     server.close()  # twice is fine
 
 
-def test_dead_template_falls_back_to_a_normal_launch(tmp_path: Path) -> None:
-    warnings: list[str] = []
+@pytest.fixture
+def subreaper() -> Any:
+    """This process a subreaper, as a build that runs cells is (orphans come to it)."""
+    from livecells.execute.reaper import set_subreaper
 
-    async def sessions(server: ForkServer) -> tuple[Any, Any, Any]:
-        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
+    set_subreaper(True)
+    yield
+    set_subreaper(False)
+
+
+@pytest.mark.parametrize("how", ["killed", "stopped"])
+def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path, subreaper: Any, how: str) -> None:
+    warnings: list[str] = []
+    attack = f"import os, signal; os.kill(os.getppid(), signal.{'SIGKILL' if how == 'killed' else 'SIGSTOP'})"
+
+    async def sessions(server: ForkServer) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as own, KernelSession(
+            PLAIN, cwd=tmp_path, manager_factory=server.manager
+        ) as next_page:  # forked ahead for the next page, as the scheduler's prestarts are
             template = next(iter(server.templates.values()))
-            os.kill(template.process.pid, signal.SIGKILL)
-            template.process.wait()
-            died = await k.run_cell("print(1)", 30)  # the kernel dies with its template
-        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
-            process = k.km.provisioner.process
-            later = await k.run_cell("print(2)", 30)
-        return died, process, later
+            found["template"] = template.process.pid
+            found["kernels"] = [own.pid, next_page.pid]
+            found["attack"] = await own.run_cell(attack + "\nimport time; time.sleep(0.2); print('on')", 30)
+            started = asyncio.get_running_loop().time()
+            found["alive"] = await next_page.km.is_alive()  # a status check, never the template's
+            found["check_s"] = asyncio.get_running_loop().time() - started
+            await asyncio.sleep(1.5)  # ipykernel's parent poller looks every second
+            found["own"] = await own.run_cell("print('own')", 30)
+            found["next"] = await next_page.run_cell("print('next')", 30)
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as later:
+            found["later_process"] = later.km.provisioner.process
+            found["later"] = await later.run_cell("print('later')", 30)
+            found["templates"] = [t.process.pid for t in server.templates.values()]
+        return found
 
     with ForkServer(warn=warnings.append) as server:
-        died, process, later = run(sessions(server))
-    assert died.status == "died" and "SIGKILL" in died.error["evalue"]
-    assert isinstance(process, subprocess.Popen)
-    assert stdout(later) == "2\n"
-    assert len(warnings) == 1 and "the template exited with status -9" in warnings[0]
+        found = run(sessions(server))
+    assert stdout(found["attack"]) == "on\n" and stdout(found["own"]) == "own\n"
+    assert found["alive"] and found["check_s"] < 1 and stdout(found["next"]) == "next\n"
+    # The next launch forks from a new template; the old one is gone, stopped or not.
+    assert isinstance(found["later_process"], ForkedProcess) and stdout(found["later"]) == "later\n"
+    assert found["templates"] != [found["template"]] and not alive(found["template"])
+    assert warnings == []
+    # The kernels this process adopted from the dead template were collected: no zombies.
+    assert not [pid for pid in found["kernels"] if psutil.pid_exists(pid)]
+
+
+def test_a_forked_kernels_exit_status_is_read_without_its_template(tmp_path: Path, subreaper: Any) -> None:
+    async def session(server: ForkServer, code: str) -> tuple[Any, float]:
+        async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as kernel:
+            template = next(iter(server.templates.values())).process
+            os.kill(template.pid, signal.SIGSTOP)
+            try:
+                started = asyncio.get_running_loop().time()
+                died = await kernel.run_cell(code, 30)
+                return died, asyncio.get_running_loop().time() - started
+            finally:
+                os.kill(template.pid, signal.SIGCONT)
+
+    with ForkServer() as server:
+        died, took = run(session(server, "import os; os._exit(3)"))
+        assert died.status == "died" and died.error["evalue"] == "the kernel exited with status 3" and took < 5
+    with ForkServer() as server:
+        died, _ = run(session(server, "import os; os.kill(os.getpid(), 9)"))
+        assert died.error["evalue"] == "the kernel died of SIGKILL (killed, perhaps for lack of memory)"
 
 
 def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
@@ -263,7 +349,8 @@ def test_a_preload_that_prints_at_import_still_forks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A banner printed at import (Python and C level) goes to the template's log, not into
-    its ready line (where it made the template fail); the kernels fork, no cell shows it."""
+    its ready line (where it made the template fail); the kernels fork, and each shows it in
+    its first cell (as a fresh kernel that imported it there), and only there."""
     (tmp_path / "livecells_test_banner.py").write_text(
         "import os\nprint('hello from the banner')\nos.write(1, b'C-level banner\\n')\n"
     )
@@ -273,13 +360,14 @@ def test_a_preload_that_prints_at_import_still_forks(
     async def session() -> tuple[Any, Any]:
         assert await server.ready(banner)
         async with KernelSession(banner, cwd=tmp_path, manager_factory=server.manager) as k:
-            return k.km.provisioner.process, await k.run_cell("print(3)", 30)
+            return k.km.provisioner.process, [await k.run_cell("print(3)", 30), await k.run_cell("print(4)", 30)]
 
     with ForkServer() as server:
         process, result = run(session())
         assert server.fallbacks == {}
         log = Path(next(iter(server.templates.values())).log_path).read_text()
-    assert isinstance(process, ForkedProcess) and stdout(result) == "3\n"
+    assert isinstance(process, ForkedProcess)
+    assert [stdout(r) for r in result] == ["hello from the banner\nC-level banner\n3\n", "4\n"]
     assert "hello from the banner" in log and "C-level banner" in log
 
 
@@ -742,3 +830,196 @@ def test_only_settings_tells_a_declarative_config_file() -> None:
         b"load_subconfig('other.py')",
     ):
         assert not only_settings(code), code
+
+
+def test_a_template_whose_imported_files_changed_forks_no_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper module the template imported (a preload beside the book, on PYTHONPATH) that the
+    author saves again: the next kernel runs the new code, forked from a new template, while
+    the kernel of the old one lives on; both templates end with the server."""
+    helpers = tmp_path / "helpers"
+    helpers.mkdir()
+    module = helpers / "livecells_test_saved_helper.py"
+    module.write_text("VERSION = 1\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(helpers), os.environ.get("PYTHONPATH", "")]))
+    saved = FrameworkSpec(name="saved", label="Saved", preload=("livecells_test_saved_helper",))
+    ask = "import livecells_test_saved_helper as h; print(h.VERSION)"
+    warnings: list[str] = []
+
+    async def sessions(server: ForkServer) -> list[tuple[Any, str, str, int]]:
+        found = []
+        async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as first:
+            found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, 30))))
+            module.write_text("VERSION = 2\n")  # the same size; saved while a kernel runs
+            await asyncio.sleep(0.1)  # not as the next template starts (that one is not trusted)
+            async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as second:
+                found.append((second.km.provisioner.process, stdout(await second.run_cell(ask, 30))))
+                found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, 30))))
+        return found
+
+    with ForkServer(warn=warnings.append) as server:
+        time.sleep(0.1)  # written before the template starts (one written as it starts is not trusted)
+        assert run(server.ready(saved))
+        templates = [next(iter(server.templates.values())).process]
+        (first, old), (second, new), (_, still_old) = run(sessions(server))
+        assert (old, new, still_old) == ("1\n", "2\n", "1\n")
+        templates += [t.process for t in server.templates.values()]
+        assert len(server.retired) == 1 and server.retired[0].process is templates[0]
+    assert isinstance(first, ForkedProcess) and isinstance(second, ForkedProcess)
+    assert first.template.process is templates[0] and second.template.process is templates[1]
+    assert templates[0] is not templates[1] and warnings == []
+    assert [t.poll() for t in templates if t.poll() is None] == [] and kernel_processes() == []
+
+
+
+def test_a_preload_the_pages_folder_has_its_own_copy_of_is_imported_from_there(tmp_path: Path) -> None:
+    """A fresh kernel has its page's folder on ``sys.path`` before site-packages: an installed
+    preload with a copy there (a book's ``d2l/`` beside a page at its root) is that copy. The
+    template imported the installed one, so a kernel for that folder is not forked."""
+    page, other = tmp_path / "page", tmp_path / "other"
+    page.mkdir()
+    other.mkdir()
+    (page / "idna.py").write_text("WHERE = 'page'\n")  # idna: installed, not imported by a kernel
+    shadowed = FrameworkSpec(name="shadowed", label="Shadowed", preload=("idna",))
+    ask = "import idna; print(getattr(idna, 'WHERE', 'installed'))"
+
+    async def sessions(server: ForkServer) -> list[tuple[Any, str]]:
+        found = []
+        for cwd, factory in ((page, None), (page, server.manager), (other, server.manager)):
+            async with KernelSession(shadowed, cwd=cwd, manager_factory=factory) as k:
+                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, 30))))
+        return found
+
+    warnings: list[str] = []
+    with ForkServer(warn=warnings.append) as server:
+        (_, fresh), (at_page, there), (at_other, elsewhere) = run(sessions(server))
+    assert (fresh, there, elsewhere) == ("page\n", "page\n", "installed\n")  # fresh: the oracle
+    assert isinstance(at_page, subprocess.Popen) and isinstance(at_other, ForkedProcess)
+    assert len(warnings) == 1 and str(page / "idna.py") in warnings[0]
+
+
+# A preload like d2l's: a heavy module that is safe to share, an import-time warning, and
+# matplotlib's inline backend, whose import registers the figure hook on the shell it finds.
+SHELL_PRELOAD = """\
+import warnings
+import numpy
+import matplotlib.pyplot
+import matplotlib_inline.backend_inline
+warnings.warn("livecells test: import-time warning")
+"""
+SHELL_CELLS = [
+    "import livecells_test_shell_preload\nprint('first')",
+    "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint(plt.isinteractive())",
+    "%matplotlib inline\nplt.plot([3, 1])",
+    "print(sorted(c.__name__ for c in get_ipython().events.callbacks['post_execute']))",
+]
+
+
+def _seen(result: Any) -> list[Any]:
+    """What a cell showed: streams' text and each rich output's kinds, and its error."""
+    shown: list[Any] = [(result.error or {}).get("ename")]
+    for output in result.outputs:
+        if output["output_type"] == "stream":
+            shown.append((output["name"], output["text"]))
+        else:
+            shown.append((output["output_type"], sorted(output.get("data", {}))))
+    return shown
+
+
+def test_a_preload_that_uses_the_shell_at_import_shows_what_a_fresh_kernel_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The oracle is a kernel launched normally without the preload, whose first cell imports
+    it (as Jupyter would). Forked kernels share numpy and matplotlib with the template but
+    import the preload themselves: the inline figure hook is theirs, figures without
+    ``plt.show()`` appear, the warning shows in the first cell; the fork server says why."""
+    modules = tmp_path / "modules"  # on the path, not the page's folder (that would get a fresh kernel)
+    modules.mkdir()
+    (modules / "livecells_test_shell_preload.py").write_text(SHELL_PRELOAD)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]))
+    preloaded = FrameworkSpec(name="shell", label="Shell", preload=("livecells_test_shell_preload",))
+    notes: list[str] = []
+
+    async def sessions(server: ForkServer) -> tuple[list[Any], list[list[Any]], list[Any]]:
+        async with KernelSession(PLAIN, cwd=tmp_path) as fresh:
+            oracle = [_seen(await fresh.run_cell(code, 60)) for code in SHELL_CELLS]
+        assert await server.ready(preloaded)
+        found, processes = [], []
+        for _ in range(2):
+            async with KernelSession(preloaded, cwd=tmp_path, manager_factory=server.manager) as k:
+                processes.append(k.km.provisioner.process)
+                found.append([_seen(await k.run_cell(code, 60)) for code in SHELL_CELLS])
+        return oracle, found, processes
+
+    with ForkServer(warn=notes.append) as server:
+        oracle, found, processes = run(sessions(server))
+        assert server.fallbacks == {}
+    assert all(isinstance(p, ForkedProcess) for p in processes)
+    assert found == [oracle, oracle]
+    assert ("display_data", ["image/png", "text/plain"]) in oracle[1]
+    assert any("import-time warning" in str(shown) for shown in oracle[0])
+    assert len(notes) == 1 and "'livecells_test_shell_preload'" in notes[0]
+    assert "matplotlib_inline.backend_inline, which it imports, asks for IPython's shell" in notes[0]
+
+
+def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) -> None:
+    """The probe (a forked child of a process that has IPython, as a template has): modules
+    whose bodies call get_ipython, and those that import them, are left out; what they import
+    that does not is shared; a preload that touches nothing is shared whole."""
+    (tmp_path / "lc_culprit.py").write_text("from IPython import get_ipython\nget_ipython()\nimport lc_late\n")
+    (tmp_path / "lc_late.py").write_text("")
+    (tmp_path / "lc_heavy").mkdir()
+    (tmp_path / "lc_heavy" / "__init__.py").write_text("from lc_heavy import part\n")
+    (tmp_path / "lc_heavy" / "part.py").write_text("import json\n")
+    (tmp_path / "lc_book").mkdir()
+    (tmp_path / "lc_book" / "__init__.py").write_text("")
+    (tmp_path / "lc_book" / "torch.py").write_text("import lc_heavy\ndef f():\n    import lc_culprit\nf()\n")
+    (tmp_path / "lc_plain.py").write_text("import lc_heavy\n")
+    (tmp_path / "lc_shows.py").write_text("from IPython.display import display\ndisplay('shown at import')\n")
+    script = (
+        "import json, sys, IPython\nfrom livecells.execute import template\n"
+        "print(json.dumps([template.shareable(['lc_book.torch']), template.shareable(['lc_plain']),"
+        " 'lc_heavy' in sys.modules, template.shareable(['lc_shows'])]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    (book_roots, book_left), (plain_roots, plain_left), imported_here, shows = json.loads(out.stdout)
+    assert book_roots == ["lc_book", "lc_heavy", "lc_late"]  # lc_heavy.part comes with its package
+    assert book_left == {
+        "lc_book.torch": "lc_culprit, which it imports, asks for IPython's shell (get_ipython()) as it is imported"
+    }
+    assert (plain_roots, plain_left, imported_here) == (["lc_plain"], {}, False)
+    # display() at import: a display_data in a kernel's first cell, printed text in a template.
+    assert shows == [[], {"lc_shows": "lc_shows asks for IPython's shell (get_ipython()) as it is imported"}]
+
+
+def test_the_build_says_at_conf_py_which_preload_each_kernel_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from io import StringIO
+
+    from helpers import build_site
+
+    modules, src = tmp_path / "modules", tmp_path / "src"
+    modules.mkdir()
+    src.mkdir()
+    (modules / "lc_asks.py").write_text("from IPython import get_ipython\nSHELL = get_ipython() is not None\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(modules), os.environ.get("PYTHONPATH", "")]))
+    (src / "conf.py").write_text(
+        'extensions = ["livecells"]\n\n'
+        'livecells_frameworks = {"alpha": {"preload": ["lc_asks"], "gpu_used": "False"}}\n'
+    )
+    (src / "index.rst").write_text("T\n=\n\n.. live-cell:: alpha\n\n   import lc_asks\n   print(lc_asks.SHELL)\n")
+    status = StringIO()
+    app, warnings = build_site(src, status=status)
+    assert not warnings
+    said = [line for line in status.getvalue().splitlines() if "lc_asks" in line]
+    assert len(said) == 1, said  # once, at the line that names the frameworks
+    assert said[0].startswith(f"{src / 'conf.py'}:3: livecells: preload 'lc_asks' (")
+    assert said[0].endswith(
+        ") is imported by each kernel, not shared by forking: lc_asks asks for IPython's shell "
+        "(get_ipython()) as it is imported; the modules it imports that do not are shared"
+    )
+    # The module saw the kernel's shell, as in a cell.
+    assert "True" in (Path(app.outdir) / "index.html").read_text()

@@ -17,6 +17,7 @@ is the subject; one module-scoped real-kernel build covers what only a kernel pr
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -305,15 +306,79 @@ def test_math_from_a_cell_never_carries_tex_primitives_into_latex(site):
          "data": {"text/markdown": r"$$\immediate\write18{touch pwned}$$", "text/plain": "plaintwo"}},
         latex(r"$^^5cinput{x}$", "plainthree"),
         latex(r"$\frac{a}{b} + x^2$", "plainfour"),
+        latex(r"$\pdffiledump offset 0 length 99{/etc/passwd}$", "plainfive"),
+        latex(r"$\global\everypar{\input{x}}$ and $\AtEndDocument{\filedump}$", "plainsix"),
+        {"output_type": "display_data", "metadata": {}, "data": {"text/latex": r"$\openout1=x$"}},
     ]
     write_store(site, "index", sessions)
     app, warnings = cache_build(site, "latex")
     tex = next(Path(app.outdir).glob("*.tex")).read_text()
-    for bad in (r"\input{/etc/passwd}", r"\write18", "^^5cinput"):
-        assert bad not in tex.replace("\\PYGZbs{}", "\\")
-    assert "plainone" in tex and "plaintwo" in tex and "plainthree" in tex
+    for bad in (r"\input{/etc/passwd}", r"\write18", "^^5cinput", r"\pdffiledump", r"\everypar", r"\AtEndDocument"):
+        assert bad not in tex, bad  # not even as text: the next representation is shown
+    assert all(f"plain{n}" in tex for n in ("one", "two", "three", "five", "six"))
     assert r"\frac{a}{b} + x^2" in tex and "plainfour" not in tex  # real math stays math
-    assert len([w for w in warnings_of(warnings, "output") if "LaTeX output never carries" in w]) == 3
+    assert r"\PYGZbs{}openout1=x" in tex  # nothing else to show: the source, as verbatim text
+    assert len([w for w in warnings_of(warnings, "output") if "not on the list of math commands" in w]) == 6
+
+
+@pytest.mark.parametrize("builder", ["html", "latex"])
+def test_links_in_a_cells_markdown_never_run_anything(site, builder):
+    """run: is a launch action in a PDF (LaTeX's hyperref), an app's scheme opens the app: such a
+    link is its text. markdown-it already keeps javascript:, file: and data: from being links."""
+    links = "[RUN](run:/usr/bin/xcalc) <run:/usr/bin/xterm> [JS](javascript:alert(1)) [FILE](file:///etc/passwd)"
+    links += " [APP](ms-settings:x) [WEB](https://example.org/a) [MAIL](mailto:a@example.org) [PAGE](other.html#x)"
+    sessions = good_sessions()
+    sessions["alpha"]["cells"][0]["outputs"] = [
+        {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": links, "text/plain": "p"}}
+    ]
+    write_store(site, "index", sessions)
+    app, _ = cache_build(site, builder)
+    out = next(Path(app.outdir).glob("*.tex" if builder == "latex" else "index.html")).read_text()
+    for text in ("RUN", "/usr/bin/xterm", "JS", "FILE", "APP", "WEB", "MAIL", "PAGE"):
+        assert text in out, text  # every link's text is shown
+    targets = re.findall(r'href="([^"]*)"' if builder == "html" else r"\\(?:sphinx)?href\{([^}]*)\}", out)
+    for kept in ("https://example.org/a", "mailto:a", "other.html"):  # a relative link stays one
+        assert any(t.startswith(kept) for t in targets), (kept, targets)
+    assert not [t for t in targets if t.split(":")[0] in {"run", "javascript", "file", "ms-settings"}], targets
+
+
+def test_the_math_allowlist_passes_math_and_nothing_else():
+    from livecells.render.safe_tex import unsafe_tex
+
+    sympy_like = [
+        r"\left[\begin{matrix}1 & 2\\3 & 4\end{matrix}\right]", r"\frac{d}{d x} \sin{\left(x \right)}",
+        r"\begin{cases} x & \text{for}\: x > 0 \\ 0 & \text{otherwise} \end{cases}",
+        r"\int\limits_{0}^{\infty} e^{- x^{2}}\, dx", r"\sqrt[3]{\alpha_{1}} \leq \mathbb{R}^{n}",
+        r"\operatorname{sign}{\left(x \right)}", r"\begin{align}a &= b \nonumber\end{align}",
+        r"\sum_{i=1}^{n} \hat{y}_i \cdot \mathbf{w}", r"\left\{ 1, \ 2\right\}", r"100\%\ \$5",
+    ]  # fmt: skip
+    for tex in sympy_like:
+        assert unsafe_tex(tex) is None, tex
+    refused = {
+        r"\href{javascript:alert(1)}{x}": r"\href", r"\style{color:red}{x}": r"\style",
+        r"\class{x}{y}": r"\class", r"\cssId{x}{y}": r"\cssId", r"\require{html}": r"\require",
+        r"\pdffiledump offset 0 length 9{f}": r"\pdffiledump", r"\filedump": r"\filedump",
+        r"\global\everypar{}": r"\global", r"\AtEndDocument{}": r"\AtEndDocument",
+        r"\begin{filecontents}{x}": r"\begin{filecontents}", r"\end": r"\end", r"\end {document}": r"\end{document}",
+        r"\url{x}": r"\url", r"\htmlData{a=b}{x}": r"\htmlData", r"\input x": r"\input", "^^5cinput": "^^",
+        r"\def\x{}": r"\def", r"\let\x\y": r"\let", r"\catcode`\@=11": r"\catcode", "#1": "#", "x % y": "%", "a $ b": "$",
+        r"\csname input\endcsname": r"\csname", r"\immediate\write18{x}": r"\immediate",
+        r"\openout1": r"\openout", r"\read1to\x": r"\read", r"\special{x}": r"\special",
+        r"\unicode{x}": r"\unicode", r"\color{red}x": r"\color", "x\\": "\\", r"\@x": r"\@",
+    }  # fmt: skip
+    for tex, first in refused.items():
+        assert (unsafe_tex(tex) or "").startswith(f"{first!r}, which is not on the list of math"), tex
+    # What would end or swallow the page's own groups and environments.
+    unbalanced = {
+        "}": "'}', which closes nothing", "{a": "'{', which it leaves open",
+        r"\end{matrix}": r"'\\end{matrix}', which closes nothing",
+        r"\begin{matrix}a": r"'\\begin{matrix}', which it leaves open",
+        r"\begin{matrix}\end{pmatrix}": r"'\\end{pmatrix}', which closes nothing",
+        r"\left(x": r"'\\left', which it leaves open", r"x\right)": r"'\\right', which closes nothing",
+        r"{\left(}\right)": "'}', which closes nothing",
+    }  # fmt: skip
+    for tex, why in unbalanced.items():
+        assert (unsafe_tex(tex) or "").startswith(why), (tex, unsafe_tex(tex))
 
 
 def test_every_image_type_the_collector_keeps_is_shown(site):
@@ -381,14 +446,30 @@ def test_the_report_directive_and_cli_survive_bad_sessions(site):
     assert "box" in page(app, "other").select_one("table.livecells-report").get_text()
     for extra in ([], ["--json"]):
         done = livecells_cli("report", "-s", str(site), *extra)
-        assert done.returncode == 0, done.stderr
+        # What it cannot read has no result a build could show: not run, so not a pass.
+        assert done.returncode == 1, done.stderr
         assert "broken.json" in done.stderr and "'alpha'" in done.stderr
+        assert "2 store file(s) or session(s) unusable" in done.stderr
         assert "beta" in done.stdout and "Traceback" not in done.stderr
+        assert livecells_cli("report", "-s", str(site), "--fail-on", "errors", *extra).returncode == 0
     # clear -f on a damaged file: a warning, not a traceback; clear without -f removes it.
     done = livecells_cli("clear", "-s", str(site), "-f", "alpha", "broken")
     assert done.returncode == 0 and "broken.json" in done.stderr and "Traceback" not in done.stderr
     done = livecells_cli("clear", "-s", str(site), "broken")
     assert done.returncode == 0 and not (site / "_livecells" / "broken.json").exists()
+
+
+def test_the_cli_report_counts_a_session_that_did_not_start_as_failed(site):
+    """A record with a message (its kernel did not start) is a failure in a build whatever its
+    status says; the command line's exit status says so too."""
+    sessions = good_sessions()
+    sessions["alpha"]["message"] = "the kernel did not start"
+    write_store(site, "index", sessions)
+    done = livecells_cli("report", "-s", str(site), "--json")
+    assert done.returncode == 1, done.stderr
+    statuses = {(r["page"], r["framework"]): r["status"] for r in json.loads(done.stdout)}
+    assert statuses[("index", "alpha")] == "failed" and statuses[("index", "beta")] == "ok"
+    assert livecells_cli("report", "-s", str(site), "--fail-on", "errors").returncode == 1
 
 
 def test_the_cli_report_prints_no_control_characters(site):
@@ -484,6 +565,55 @@ def test_a_hostile_stored_session_reaches_no_tex_or_text_raw(site, builder):
         for escaped in ["\\PYGZbs{}", "\\PYGZob{}", "\\PYGZcb{}", "\\PYGZpc{}", "\\PYGZca{}\\PYGZca{}"]:
             assert escaped in body, escaped
         assert "\\begin{sphinxVerbatim}" in out[: out.index("colon")]
+
+
+#: What XML 1.0 cannot hold, but a cell can print: C0 controls, lone surrogates, U+FFFE/U+FFFF.
+NOT_XML = "a\x00b\x01c\x0bd\ud800e\udfffg\ufffeh\uffffi"
+
+
+def test_junit_xml_stays_xml_1_0_whatever_the_problems_hold():
+    import xml.etree.ElementTree as ET
+
+    from livecells.model.records import Problem, SessionOutcome
+    from livecells.pipeline.summary import junit_xml
+
+    problem = Problem(NOT_XML, f"page{NOT_XML}.rst:3", f"boom {NOT_XML}", f"Traceback {NOT_XML}")
+    failed = SessionOutcome(f"page{NOT_XML}", f"fw{NOT_XML}", f"src{NOT_XML}", "run", "error", problems=[problem])
+    skipped = SessionOutcome("other", "fw", "src", "recorded", "not-run", reason=f"why {NOT_XML}")
+    suite = ET.fromstring(junit_xml([failed, skipped], {"seconds": 1.0}))  # a strict parser
+    text = ET.tostring(suite, encoding="unicode")
+    assert "boom abcd\ufffde\ufffdghi" in text and "why abcd" in text and "pageabcd" in text
+
+
+def test_outputs_that_xml_cannot_hold_leave_every_xml_output_valid(site):
+    """junit.xml parses with a strict XML parser; the HTML and the epub's XHTML hold none of them.
+    (A store holds no lone surrogate: one is refused when read, and repaired when written.)"""
+    import xml.etree.ElementTree as ET
+
+    bad = NOT_XML.replace("\ud800", "").replace("\udfff", "")
+
+    sessions = good_sessions()
+    sessions["alpha"]["cells"][0]["outputs"] = [
+        stream(f"out {bad}\n"),
+        {"output_type": "display_data", "metadata": {},
+         "data": {"text/markdown": f"*md* {bad} $x^{bad}$", "text/plain": "p"}},
+        {"output_type": "display_data", "metadata": {}, "data": {"text/latex": f"$y_{bad}$ {bad}"}},
+        {"output_type": "display_data", "metadata": {}, "data": {"application/json": {bad: bad}}},
+        {"output_type": "error", "ename": "ValueError", "evalue": bad, "traceback": [f"ValueError: {bad}"]},
+    ]  # fmt: skip
+    sessions["alpha"]["cells"][0]["status"] = "error"
+    write_store(site, "index", sessions)
+    app, _ = cache_build(site)
+    ET.parse(app.outdir / "_livecells" / "junit.xml")
+    html = (app.outdir / "index.html").read_text(encoding="utf-8")
+    assert "out abcdeg" in html and "md" in html
+    assert not any(c in html for c in "\x00\x01\x0b\ufffe\uffff")
+    app, _ = cache_build(site, "epub")
+    # (Not parsed whole: sphinx-design's tab markup, an unclosed <input>, is no XHTML.)
+    not_xml = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+    pages = {page.name: page.read_text(encoding="utf-8") for page in Path(app.outdir).rglob("*.xhtml")}
+    assert "out abcdeg" in pages["index.xhtml"]
+    assert not any(not_xml.search(text) for text in pages.values())
 
 
 def test_ansi_and_controls_are_removed_for_every_builder():
@@ -775,7 +905,8 @@ def test_a_fifo_where_a_store_file_should_be_is_a_warning_not_a_hang(site):
     assert "other page\") out" in outputs(cell_with(soup(site.parent / "out" / "other.html"), "other page"))
     done = subprocess.run([sys.executable, "-m", "livecells", "report", "-s", str(site)],
                           capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0 and "not a regular file" in done.stderr
+    # Not a hang; and what it cannot read counts as not run, as in a build (exit status 1).
+    assert done.returncode == 1 and "not a regular file" in done.stderr
 
 
 @pytest.mark.parametrize("entry", [
@@ -794,3 +925,40 @@ def test_a_damaged_fingerprint_cache_is_recomputed(tmp_path, entry, monkeypatch)
     fresh = environment.Fingerprint({"python": "3"}, None, {}, "")
     monkeypatch.setattr(environment, "fingerprint", lambda fw: fresh)
     assert environment.cached_fingerprint(cache, framework) is fresh
+
+
+SCRIPTED_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
+    "<script>alert(document.domain)</script><rect width='10' height='10'/></svg>"
+)
+
+
+@pytest.mark.parametrize("allow_html", [False, True])
+def test_an_svg_from_a_cell_is_no_file_of_the_site_when_html_is_off(site, allow_html):
+    """A file of the site that a reader opens runs its scripts on the site's origin: with HTML
+    from cells off, an SVG is only ever an <img> of the page (a data: URI); on, a file as before."""
+    sessions = good_sessions()
+    svg = {"output_type": "display_data", "data": {"image/svg+xml": SCRIPTED_SVG, "text/plain": "<SVG>"}, "metadata": {}}
+    sessions["alpha"]["cells"][0]["outputs"] = [svg]
+    write_store(site, "index", sessions)
+    app, warnings = cache_build(site, allow_html=allow_html)
+    image = cell_with(page(app), 'print("first")').select_one("img.livecells-image")
+    files = list((app.outdir / "_images").glob("livecells-*.svg"))
+    if allow_html:
+        assert len(files) == 1 and image["src"] == f"_images/{files[0].name}"
+    else:
+        assert files == [] and image["src"].startswith("data:image/svg+xml;base64,")
+        assert base64.b64decode(image["src"].split(",", 1)[1]).decode() == SCRIPTED_SVG
+
+
+def test_a_warning_given_while_a_page_is_written_is_given_again_by_an_unchanged_build(site):
+    """Math refused by the allowlist is found when the page is written: a build that wrote
+    nothing (nothing changed) passed -W while the page still showed the refused math as text."""
+    sessions = good_sessions()
+    latex = {"output_type": "display_data", "data": {"text/latex": r"$\def\x{1}\x$"}, "metadata": {}}
+    sessions["alpha"]["cells"][0]["outputs"] = [latex]
+    write_store(site, "index", sessions)
+    conf = {"livecells_execute": "cache", "livecells_allow_html": False}
+    for fresh in (True, False, False):
+        _, warnings = build_site(site, freshenv=fresh, confoverrides=conf)
+        assert len([w for w in warnings_of(warnings, "output") if "is not shown as math" in w]) == 1, warnings

@@ -19,7 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import FakeKernels, build_site
+from livecells.config import get_config
+
+from helpers import FakeKernels, build_site, said
 
 # Starts the members of the class "a process that leaves its kernel's group or session": a
 # double-forked setsid daemon, a child that ignores SIGTERM, one in its own process group and one
@@ -291,7 +293,8 @@ def test_a_dead_kernels_pid_now_naming_another_process_is_not_signalled():
 BAD_VALUES = {
     "frameworks": [None, [], {"alpha": None}, {"alpha": {"preload": 3}}, {"alpha": {"kernel": 7}},
                    {"alpha": {"sync": "x ="}}, {"alpha": {"gpu_used": "import os"}},
-                   {"alpha": {"label": None}}, {"alpha": {"preload": ["not a module"]}}],
+                   {"alpha": {"label": None}}, {"alpha": {"preload": ["not a module"]}},
+                   {"alpha": {"version_of": "os; import sys"}}],
     "execute": ["sometimes", 1, None],
     "device": ["tpu", None],
     "timeout": [float("nan"), float("inf"), -1, 0, "600", True, None],
@@ -304,6 +307,9 @@ BAD_VALUES = {
     "fork_kernels": ["no", None],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
+    "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
+                      [("*", "text/plain", "1")], [["", "text/plain", 1]]],
+    "env_drop": [3, [1], [""], None, {"A": 1}],
 }
 
 
@@ -315,7 +321,7 @@ def test_every_config_value_refuses_wrong_values_with_a_warning():
     for name, values in BAD_VALUES.items():
         for value in values:
             warnings: list[str] = []
-            config = read_config({name: value}, warnings.append)
+            config = read_config({name: value}, said(warnings))
             assert len(warnings) == 1 and f"livecells_{name}" in warnings[0], (name, value)
             assert getattr(config, name) == getattr(default, name), (name, value)
 
@@ -324,7 +330,7 @@ def test_none_and_stdlib_preloads_are_understood():
     from livecells.config import read_config
 
     warnings: list[str] = []
-    config = read_config({"frameworks": {"alpha": {"preload": None}, "beta": {"preload": ["json"]}}}, warnings.append)
+    config = read_config({"frameworks": {"alpha": {"preload": None}, "beta": {"preload": ["json"]}}}, said(warnings))
     assert warnings == []
     assert config.frameworks["alpha"].preload == () and config.frameworks["beta"].preload == ("json",)
 
@@ -353,7 +359,7 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
         number = [i for i, line in enumerate(lines, 1) if line.startswith(name)][-1]  # the last wins
         assert f"conf.py:{number}: WARNING: {name} = " in warnings, warnings
     assert "has type" not in warnings  # no second, unlocated warning from Sphinx
-    assert app.livecells_config.timeout == 600 and app.livecells_config.jobs == "auto"
+    assert get_config(app.env).timeout == 600 and get_config(app.env).jobs == "auto"
     html = (app.outdir / "page1.html").read_text()
     assert "[1]" in html and "hello" in html  # the stdlib preload ran; preload None is none
     # :timeout: nan is refused where it is written, and that cell does not run.
@@ -370,9 +376,129 @@ def test_a_build_with_bad_values_warns_at_their_conf_py_line_and_runs(tmp_path, 
     assert "RuntimeError: no device" in warnings and "[livecells.sync]" in warnings
 
 
+# What -D gives: strings. Every value, refused (depends takes any string: a comma list).
+BAD_OVERRIDES = {
+    "frameworks": "x", "execute": "nope", "device": "cuda", "timeout": "abc", "jobs": "0",
+    "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
+    "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
+}  # fmt: skip
+
+
+def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used(tmp_path, rootdir):
+    from livecells.config import CONFIG_FIELDS, LivecellsConfig
+
+    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends", "env_drop"}
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text('extensions = ["livecells"]\n')
+    (src / "index.rst").write_text("Nothing to run\n==============\n")
+    overrides = {f"livecells_{name}": value for name, value in BAD_OVERRIDES.items()}
+    app, warnings = build_site(src, confoverrides=overrides)
+    for name, value in BAD_OVERRIDES.items():
+        shown = "1.5" if name == "output_limit" else repr(value)  # a number is read as one
+        assert f"WARNING: livecells_{name} (given with -D) = {shown}: " in warnings, (name, warnings)
+    assert warnings.count("WARNING") == len(BAD_OVERRIDES), warnings  # none from Sphinx itself
+    assert "conf.py" not in warnings  # not set there
+    default = LivecellsConfig()
+    for name in BAD_OVERRIDES:
+        assert getattr(get_config(app.env), name) == getattr(default, name), name
+    good = {"timeout": "2.5", "jobs": "2", "allow_html": "false", "raise_on_error": "yes", "output_limit": "500",
+            "depends": "a.txt,b/*.py", "device": "cpu", "latex_framework": "all"}  # fmt: skip
+    (src / "index.rst").write_text("A cell\n======\n" + cell("print(1)", "pytorch"))
+    app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={f"livecells_{k}": v for k, v in good.items()})
+    assert warnings.count("WARNING") == 2, warnings  # the two patterns below, nothing else
+    config = get_config(app.env)
+    assert (config.timeout, config.jobs, config.allow_html, config.raise_on_error) == (2.5, 2, False, True)
+    assert (config.output_limit, config.depends) == (500, ("a.txt", "b/*.py"))
+    assert "WARNING: livecells_depends (given with -D): 'a.txt' matches no file" in warnings
+
+
+CONF_WITH_A_BAD_FRAMEWORK = """
+livecells_frameworks = {
+    "alpha": {"label": "Alpha"},
+    "beta": {"label": "Beta", "sync": "x ="},
+    "gamma": {"label": "Gamma", "preload": ["json"]},
+}
+livecells_depends = ["conf.py", 3]
+"""
+
+
+def test_a_bad_framework_entry_is_dropped_at_its_conf_py_line_and_the_others_run(tmp_path, rootdir):
+    page = cell("print('from alpha')", "alpha") + cell("print('from gamma')", "gamma")
+    src = site(tmp_path, rootdir, {"page1.rst": page}, conf=CONF_WITH_A_BAD_FRAMEWORK)
+    lines = (src / "conf.py").read_text().splitlines()
+    app, warnings = build_site(src, kernels=FakeKernels())
+    for name in ("livecells_frameworks", "livecells_depends"):
+        number = [i for i, line in enumerate(lines, 1) if line.startswith(name)][-1]
+        assert f"conf.py:{number}: WARNING: {name}: " in warnings, warnings
+    assert "framework 'beta': 'sync' does not compile" in warnings and "that entry is ignored" in warnings
+    assert "entry 2 3: not a non-empty string" in warnings
+    assert warnings.count("WARNING") == 2, warnings
+    config = get_config(app.env)
+    assert list(config.frameworks) == ["alpha", "gamma"] and config.depends == ("conf.py",)
+    assert config.frameworks["gamma"].preload == ("json",)
+    # What Sphinx keeps with its environment is what is used: the next build finds no change.
+    assert list(app.config.livecells_frameworks) == ["alpha", "gamma"]
+    assert app.config.livecells_depends == ["conf.py"]
+    html = (app.outdir / "page1.html").read_text()
+    assert "from alpha" in html and "from gamma" in html
+
+
+def test_sphinx_build_with_bad_d_values_warns_and_succeeds(tmp_path, rootdir):
+    src = site(tmp_path, rootdir, {})
+    (src / "index.rst").write_text("Nothing to run\n==============\n")
+    given = ["livecells_execute=nope", "livecells_device=cuda", "livecells_latex_framework=jax"]
+    build = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", *[f"-D{d}" for d in given], str(src), str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    for d in given:
+        name, value = d.split("=")
+        assert f"WARNING: {name} (given with -D) = {value!r}: " in build.stderr, build.stderr
+    assert "Extension error" not in build.stderr and "Traceback" not in build.stderr
+
+
+def test_a_warning_about_a_value_set_without_its_own_conf_py_line_names_no_document(tmp_path, rootdir):
+    src = site(tmp_path, rootdir, {})
+    conf = 'extensions = ["livecells"]\nglobals().update(livecells_frameworks={"alpha": {"kernel": "no-such-kernel"}})\n'
+    (src / "conf.py").write_text(conf)
+    app, warnings = build_site(src, kernels=FakeKernels())
+    assert "WARNING: livecells_frameworks['alpha']: no kernelspec named 'no-such-kernel'" in warnings, warnings
+    assert "conf.py.rst" not in warnings and "conf.py:" not in warnings
+
+
+def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphinx(tmp_path, rootdir):
+    src = site(tmp_path, rootdir, {})
+    with open(src / "conf.py", "a") as conf:
+        conf.write("class Hostile(dict):\n    def items(self):\n        raise RuntimeError('boom')\n")
+        conf.write("livecells_frameworks = Hostile(alpha={})\nlivecells_execute = 'off'\n")
+    app, warnings = build_site(src)  # Sphinx pickles its config after reading: items() again
+    line = (src / "conf.py").read_text().splitlines().index("livecells_frameworks = Hostile(alpha={})") + 1
+    assert f"conf.py:{line}: WARNING: livecells_frameworks: cannot be read (RuntimeError: boom)" in warnings
+    assert (app.outdir / "index.html").exists()
+
+
+def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
+    from livecells.execute.forkserver import MARKER
+
+    monkeypatch.setenv("MY_SECRET", "s3")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_x")
+    code = (
+        'import os\nprint(sorted(n for n in ("MY_SECRET", "GITHUB_TOKEN") if n in os.environ),'
+        ' open(f"/proc/{os.getppid()}/cmdline").read().count("' + MARKER + '"))'
+    )
+    src = site(tmp_path, rootdir, {"page1.rst": cell(code)}, conf='\nlivecells_env_drop = ["my_*"]\n')
+    app, warnings = build_site(src, confoverrides={"livecells_execute": "force"})
+    assert "['GITHUB_TOKEN'] 1" in (app.outdir / "page1.html").read_text()  # forked, as configured
+    app, warnings = build_site(src, confoverrides={"livecells_execute": "force", "livecells_env_drop": ""})
+    assert "['GITHUB_TOKEN', 'MY_SECRET'] 1" in (app.outdir / "page1.html").read_text()  # -D: nothing dropped
+
+
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
-    from livecells.execute.dask import ExecutorProblem, check_executor
+    from livecells.execute.dask.cluster import check_executor
+    from livecells.execute.executors import ExecutorProblem
 
     started = time.monotonic()
     with pytest.raises(ExecutorProblem, match="cannot be reached .Connection refused"):

@@ -46,6 +46,7 @@ class FakeEvents:
 class FakeShell:
     def __init__(self) -> None:
         self.events = FakeEvents()
+        self.execution_count = 1
 
 
 class Clock:
@@ -78,22 +79,52 @@ def test_a_cell_is_timed_from_pre_to_post_after_the_sync_and_then_drained(
         "<livecells-sync>", "exec",
     )
     monkeypatch.setitem(sys.modules, hook.STATE, state)
-    drained: list[float] = []
-    hook.start(state, clock=Clock(10.0))
-    hook.finish(state, sync, None, clock=Clock(12.5), drain=lambda: drained.append(state.last))
-    assert state.last == 2.5 and drained == [2.5]
+    drained: list[Any] = []
+    hook.start(state, 4, clock=Clock(10.0))
+    cell = types.SimpleNamespace(execution_count=4)
+    hook.finish(state, sync, cell, clock=Clock(12.5), drain=lambda: drained.append(state.last))
+    assert state.last == [4, 2.5] and drained == [[4, 2.5]]
     assert seen.names == ["sys"] and seen.last is None
     assert state.sync_errors == []
 
 
 def test_a_failed_sync_is_kept_with_its_cell_and_never_hides_the_time(state: Any) -> None:
     failing = compile("raise RuntimeError('device lost')", "<livecells-sync>", "exec")
-    hook.start(state, clock=Clock(1.0))
+    hook.start(state, 7, clock=Clock(1.0))
     hook.finish(state, failing, types.SimpleNamespace(execution_count=7), clock=Clock(1.25), drain=lambda: None)
+    assert state.last == [7, 0.25]
     hook.start(state, clock=Clock(2.0))
     hook.finish(state, compile("raise KeyboardInterrupt", "<s>", "exec"), None, clock=Clock(3.0), drain=lambda: None)
-    assert state.last == 1.0
+    assert state.last == [None, 1.0]
     assert state.sync_errors == [[7, "RuntimeError: device lost"], [None, "KeyboardInterrupt: "]]
+
+
+def test_a_cell_is_timed_whole_and_only_a_time_measured_for_it_is_its_own(state: Any) -> None:
+    sync = compile("pass", "<s>", "exec")
+
+    def finish(count: Any, at: float, request: str) -> None:
+        hook.finish(state, sync, types.SimpleNamespace(execution_count=count), Clock(at), lambda: None, request)
+
+    # A cell that ends with a nested run_cell: its clock neither restarts nor stops early.
+    hook.start(state, 1, "r1", clock=Clock(0.0))
+    hook.start(state, 2, "r1", clock=Clock(1.0))  # nested (same request): no new clock
+    finish(2, 1.5, "r1")
+    assert state.last is None and state.depth == 1
+    finish(1, 1.5, "r1")
+    assert state.last == [1, 1.5]
+    # A post-run event whose pre-run event was not seen (unregistered): nothing measured.
+    finish(2, 9.0, "r2")
+    assert state.last == [1, 1.5]  # the build reads [1, ...] as cell 1's, never cell 2's
+    # A cell that unregistered the post-run event: the next request starts afresh.
+    hook.start(state, 3, "r3", clock=Clock(10.0))
+    hook.start(state, 4, "r4", clock=Clock(20.0))
+    assert state.last is None
+    finish(4, 20.25, "r4")
+    assert state.last == [4, 0.25]
+    # The time of another cell than the one that started the clock is not kept.
+    hook.start(state, 5, "r5", clock=Clock(30.0))
+    finish(6, 31.0, "r5")
+    assert state.last is None
 
 
 def test_sync_errors_are_capped_in_number_and_length(state: Any) -> None:
@@ -115,9 +146,10 @@ def test_register_installs_the_state_and_both_hooks_in_the_shell(
     installed = hook.register(shell, sync=SPEC.sync, gpu_used=SPEC.gpu_used, version_module=SPEC.version_module)
     assert sys.modules[hook.STATE] is installed and installed.last is None
     (pre,), (post,) = shell.events.registered["pre_run_cell"], shell.events.registered["post_run_cell"]
-    pre(object())
+    shell.execution_count = 2  # IPython counts a cell that keeps history before its pre-run event
+    pre(types.SimpleNamespace(store_history=True))
     post(types.SimpleNamespace(execution_count=1))
-    assert counter.calls == 1 and isinstance(installed.last, float) and installed.last >= 0
+    assert counter.calls == 1 and installed.last[0] == 1 and installed.last[1] >= 0
     found = installed.probe()
     assert set(found) == {"python", "framework_version", "gpu_used", "host", "pid", "ppid", "sync_errors"}
     assert found["framework_version"] == "9.1" and found["gpu_used"] is True
@@ -213,7 +245,7 @@ def test_the_pipe_reader_is_idle_only_while_it_blocks_reading_the_pipe() -> None
 def test_the_hook_sent_is_the_file_read_once_and_install_called_with_the_settings() -> None:
     assert hook_source() is hook_source()  # cached: read once per process
     assert hook_source() == Path(hook.__file__).read_text(encoding="utf-8")
-    call = ast.parse(hook_request(SPEC), mode="eval").body
+    call = ast.parse(hook_request(SPEC, 2500), mode="eval").body
     assert isinstance(call, ast.Call) and call.func.id == "exec"
     compiled, namespace = call.args
     program, filename, mode = (ast.literal_eval(arg) for arg in compiled.args)
@@ -223,7 +255,7 @@ def test_the_hook_sent_is_the_file_read_once_and_install_called_with_the_setting
     assert len(install) == 1 and install[0].value.func.id == "install"
     settings = {kw.arg: ast.literal_eval(kw.value) for kw in install[0].value.keywords}
     assert settings == {"sync": SPEC.sync, "gpu_used": SPEC.gpu_used, "preload": ["json"],
-                        "version_module": "_lc_test_framework"}
+                        "version_module": "_lc_test_framework", "output_limit": 2500}
     assert [ast.literal_eval(k) for k in namespace.keys] == ["get_ipython", "__name__"]
 
 
@@ -503,7 +535,7 @@ def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
 def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) -> None:
     spec = FrameworkSpec(name="alpha", label="Alpha", sync="raise ValueError('sync failed')", preload=("json",))
 
-    async def session() -> tuple[Any, Any, dict[str, Any]]:
+    async def session() -> tuple[Any, Any, Any]:
         async with KernelSession(spec, cwd=tmp_path) as kernel:
             where = await kernel.run_cell(
                 "import sys\nstate = sys.modules['_livecells_kernel']\n"
@@ -516,7 +548,35 @@ def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) ->
     text = "".join(o.get("text", "") for o in where.outputs)
     assert text.split() == [hook.__file__, "False", "True"]
     assert where.time is not None and 0.05 <= timed.time < 5
-    assert probe["sync_errors"] == [[1, "ValueError: sync failed"], [2, "ValueError: sync failed"]]
+    assert probe.sync_errors == ((1, "ValueError: sync failed"), (2, "ValueError: sync failed"))
+
+
+def test_a_real_kernel_times_a_cell_whole_and_never_shows_a_time_not_measured(tmp_path: Path) -> None:
+    spec = FrameworkSpec(name="alpha", label="Alpha", preload=("json",))
+    nested = "import time\ntime.sleep(0.4)\nget_ipython().run_cell('time.sleep(0.01)')"
+    unregister = (
+        "ip = get_ipython()\n"
+        "for name in {events!r}:\n"
+        "    for f in list(ip.events.callbacks[name]):\n"
+        "        if getattr(f, '__module__', '') == '_livecells_kernel':\n"
+        "            ip.events.unregister(name, f)\n"
+        "time.sleep(0.05)"
+    )
+
+    async def session(events: list[str]) -> list[Any]:
+        async with KernelSession(spec, cwd=tmp_path) as kernel:
+            cells = [nested, "time.sleep(0.02); 1 / 0", unregister.format(events=events), "1 + 1", "1 / 0"]
+            return [await kernel.run_cell(code, 30) for code in cells]
+
+    for events in (["post_run_cell"], ["pre_run_cell"], ["pre_run_cell", "post_run_cell"]):
+        whole, plain, cut, after, failed = asyncio.run(session(events))
+        assert whole.status == "ok" and 0.4 <= whole.time < 5  # not the nested cell's 0.01 s
+        assert plain.status == "error" and plain.time is not None and 0.02 <= plain.time < 0.4
+        # Once the hook's events are gone, no time is measured: none is shown (not plain's). The
+        # cell that removed them was measured whole only if its post-run event is still there.
+        assert cut.time is None if "post_run_cell" in events else 0.05 <= cut.time < 0.4
+        assert (after.time, failed.time) == (None, None), events
+        assert after.outputs[0]["data"]["text/plain"] == "2" and failed.status == "error"
 
 
 def test_the_guard_kills_what_a_dead_kernel_left_wherever_it_went(tmp_path: Path) -> None:
@@ -579,3 +639,102 @@ def test_a_fork_that_fails_is_answered_and_leaves_sigterm_deliverable(tmp_path: 
     launch = {"op": "launch", "cwd": str(tmp_path), "env": {}, "module": "m", "args": []}
     assert _ask(json.dumps(launch).encode() + b"\n") == {"error": "BlockingIOError: [Errno 11] Resource temporarily unavailable"}
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGTERM not in before
+
+
+def test_a_template_tells_the_files_its_imports_read_outside_the_installed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a launcher checks before it forks: the imported files that no install (and so no
+    environment fingerprint) accounts for, as read; and which of them changed since."""
+    from livecells.execute.forkserver import changed_file
+
+    helper = tmp_path / "livecells_test_imported_helper.py"
+    helper.write_text("VERSION = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import livecells_test_imported_helper  # noqa: F401 - imported to be found in sys.modules
+
+    files = template.imported_files(sys.modules, template.installed_folders())
+    assert str(helper) in files
+    assert not [p for p in files if "site-packages" in p or p.startswith(sys.base_prefix + os.sep)]
+    assert json.__file__ not in files and pytest.__file__ not in files
+    written = files[str(helper)][0]
+    later = {str(helper): files[str(helper)]}
+    assert changed_file(later, written + 1) is None
+    assert changed_file(later, written) == str(helper)  # written as the imports ran: unsure
+    helper.write_text("VERSION = 2\n")  # same size, new time
+    os.utime(helper, ns=(written, written))  # even with its time put back (ctime is not)
+    assert changed_file(later, written + 1) == str(helper)
+    helper.unlink()
+    assert changed_file(later, 0) == str(helper)
+
+
+def test_the_template_leaves_preload_output_where_the_hook_looks() -> None:
+    from livecells.execute import template
+
+    assert template.PRELOAD_OUTPUT == hook.PRELOAD_OUTPUT
+
+
+def test_import_printing_takes_python_and_c_level_output_and_gives_the_streams_back(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    class Stream:  # as ipykernel's OutStream: a plain object whose write can be taken
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.seen.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    out, err = Stream(), Stream()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    (tmp_path / "lc_loud.py").write_text(
+        "import os, sys\nprint('py out')\nos.write(2, b'c err\\n')\nsys.stderr.write('py err')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = hook.import_printing(["lc_loud"])
+    assert found[0] == ["stdout", "py out"] and found[-1] == ["stderr", "c err\n"]
+    assert ["stderr", "py err"] in found
+    print("after")  # the streams are the kernel's again, and nothing reached them meanwhile
+    assert out.seen == ["after", "\n"] and err.seen == [] and "write" not in vars(out)
+    assert capfd.readouterr().err == ""
+
+
+def test_the_output_budget_cuts_streams_displays_and_values_before_they_are_sent() -> None:
+    budget = hook.OutputBudget(200_000)  # ten times the limit: 2,000,000 characters a stream
+    assert budget.stream_budget == 2_000_000 and hook.OutputBudget(10).stream_budget == hook.STREAM_MIN
+
+    def stream(request: str, name: str, text: str) -> Any:
+        return budget.stream({"parent_header": {"msg_id": request}, "content": {"name": name, "text": text}})
+
+    assert stream("a", "stdout", "x" * 1_500_000)["content"]["text"] == "x" * 1_500_000
+    cut = stream("a", "stdout", "y" * 1_000_000)["content"]["text"]
+    assert cut.startswith("y" * 500_000 + "\n[livecells: this cell's stdout went on past 2,000,000 characters")
+    assert stream("a", "stdout", "z") is None  # nothing more of this cell's stdout
+    assert stream("a", "stderr", "e")["content"]["text"] == "e"  # its own budget
+    assert stream("b", "stdout", "next cell")["content"]["text"] == "next cell"  # a new request
+
+    def display(request: str, data: Any) -> Any:
+        msg = {"msg_type": "display_data", "header": {"msg_type": "display_data"},
+               "parent_header": {"msg_id": request}, "content": {"data": data, "transient": {}}}
+        return budget.display(msg)
+
+    big = display("c", {"text/html": ["x" * hook.VALUE_CAP, "x"], "text/plain": "fine"})["content"]["data"]
+    assert big == {"text/plain": f"[livecells: a text/html output of {hook.VALUE_CAP + 1:,} characters "
+                   f"was not sent: the limit is {hook.VALUE_CAP:,}]"}
+    for _ in range(hook.MAX_DISPLAYS - 1):
+        assert display("c", {"text/plain": "1"}) is not None
+    note = display("c", {"text/plain": "1"})["content"]["data"]["text/plain"]
+    assert note.startswith("[livecells: this cell's displays went on past 10,000")
+    assert display("c", {"text/plain": "1"}) is None
+    clear = {"parent_header": {"msg_id": "c"}, "content": {"wait": True}}
+    assert all(budget.display(clear) is not None for _ in range(hook.MAX_DISPLAYS))
+    assert budget.display(clear) is None  # a flood of clear_output is cut as displays are
+    assert display("d", {"text/plain": "1"}) is not None
+    assert hook.cap_lines(["ab", "cd", "ef"], 3) == ["ab", "c\n[livecells: 1 more characters were not sent]"]
+    result = types.SimpleNamespace(error_in_exec=ValueError("k" * 50))
+    hook.cap_error(result, 10)
+    assert type(result.error_in_exec).__name__ == "ValueError" and str(result.error_in_exec).startswith("k" * 10)

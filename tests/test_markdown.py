@@ -279,13 +279,12 @@ def _plans(src: Path, builder: str):
 def both(tmp_path_factory):
     """The corpus chapters converted from d2l-en's markdown and from d2lbook's RST, each read by
     Sphinx (nothing run): every page's plan."""
-    from livecells.cli.convert import convert_tree
-    from livecells.cli.convert_md import convert_markdown_tree
+    from livecells.convert.tree import convert_tree
 
     corpus = _corpus()
     tmp = tmp_path_factory.mktemp("d2l-both")
     md, rst = tmp / "md", tmp / "rst"
-    md_results = convert_markdown_tree(D2L_MD, md)
+    md_results = convert_tree(D2L_MD, md, markdown=True)
     shutil.copytree(corpus, tmp / "corpus", ignore=shutil.ignore_patterns("_make", "d2l", "img", "index.rst"))
     convert_tree(tmp / "corpus", rst)
     shutil.copytree(corpus / "img", md / "img")
@@ -375,12 +374,12 @@ def test_held_out_chapters_run_the_cells_of_d2lbooks_own_tab_notebooks(tmp_path)
     """Chapters nobody here converted, with d2lbook 1.0.3 as the oracle (d2lbook-cells.json, from
     make_oracle.py): per framework, the session of the converted chapter runs exactly the code
     cells, in order, of the notebook that ``d2lbook build eval --tab FRAMEWORK`` makes of it."""
-    from livecells.cli.convert_md import convert_markdown_tree
+    from livecells.convert.tree import convert_tree
     from livecells.read.collect import plans
 
     oracle = json.loads((HELDOUT / "d2lbook-cells.json").read_text(encoding="utf-8"))
     src = tmp_path / "src"
-    results = convert_markdown_tree(HELDOUT, src, tabs=TABS)
+    results = convert_tree(HELDOUT, src, markdown=True, tabs=TABS)
     assert all(r.warnings == [] for r in results.values())
     (src / "conf.py").write_text(
         "extensions = ['myst_parser', 'livecells']\nsource_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}\n"
@@ -399,13 +398,13 @@ def test_held_out_chapters_run_the_cells_of_d2lbooks_own_tab_notebooks(tmp_path)
     assert not any("tab.selected" in c for c in oracle["chapter_linear-regression/oo-design"]["mxnet"])
     assert len(built["chapter_natural-language-processing-pretraining/subword-embedding"].session("mxnet").cells) == 9
 
-# -- convert_md on small inputs -------------------------------------------------------------------
+# -- the markdown reader on small inputs -------------------------------------------------------------------
 
 TABS = ["pytorch", "mxnet"]
 
 
 def _md(text: str, **kwargs):
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     return convert_markdown(text, tabs=kwargs.pop("tabs", TABS), source="ch.md", **kwargs)
 
@@ -457,7 +456,11 @@ def test_tab_selected_branches_are_resolved_per_framework():
 
 
 def test_nested_tab_selected_branches_are_resolved():
-    """oo-design.md's Module: a tab.selected branch inside a kept one (d2lbook drops it for mxnet)."""
+    """oo-design.md's Module: a tab.selected branch inside a kept one (d2lbook drops it for mxnet).
+
+    As d2lbook's ``_clean_if_branches`` has it (its output for this input, run by hand): each
+    kept line is dedented once, so ``self.training`` stays in ``__init__``; the line after the
+    nested branch ends it and is kept as it is."""
     source = (
         "```{.python .input}\n%%tab mxnet, tensorflow\nclass Module:\n"
         "    if tab.selected('mxnet', 'tensorflow'):\n        def __init__(self):\n            self.board = 1\n"
@@ -465,8 +468,8 @@ def test_nested_tab_selected_branches_are_resolved():
         "    if tab.selected('jax'):\n        field: int = 3\n    def loss(self):\n        pass\n```\n"
     )
     cells = _cells(_md(source, tabs=["mxnet", "tensorflow"]).text)
-    body = "class Module:\n    def __init__(self):\n        self.board = 1\n{}    after = 2\n\n    def loss(self):\n        pass\n"
-    assert cells == [("mxnet", body.format("")), ("tensorflow", body.format("    self.training = None\n"))]
+    body = "class Module:\n    def __init__(self):\n        self.board = 1\n{}        after = 2\n\n    def loss(self):\n        pass\n"
+    assert cells == [("mxnet", body.format("")), ("tensorflow", body.format("        self.training = None\n"))]
 
 
 def test_tabs_named_only_in_prose_still_get_the_all_cells():
@@ -579,7 +582,7 @@ def test_problems_are_kept_and_located():
 
 
 def test_converting_converted_text_changes_nothing():
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     for chapter in CHAPTERS:
         once = convert_markdown((D2L_MD / chapter).read_text(encoding="utf-8"), tabs=TABS)
@@ -589,7 +592,8 @@ def test_converting_converted_text_changes_nothing():
 
 
 def test_real_chapters_convert_without_warnings():
-    from livecells.cli.convert_md import book_tabs, convert_markdown, is_d2lbook_markdown
+    from livecells.convert.markdown import book_tabs, convert_markdown
+    from livecells.convert.md_blocks import is_d2lbook_markdown
 
     assert book_tabs(D2L_MD / "chapter_builders-guide") == TABS  # d2lbook's config.ini above
     counts = {}
@@ -618,7 +622,10 @@ def test_command_line_converts_markdown_files_and_trees(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out.startswith("(sec_use_gpu)=\n# GPUs\n\n% livecells convert inferred the live-settings below")
     assert "```{live-settings}\n:gpus: 2\n```" in out
-    assert err.strip().endswith("try_gpu(1) (lines 320, 326, 363, 433), .cuda(1) (lines 370, 438)")
+    assert err.strip().endswith(  # as for an RST chapter: the index past the others is named
+        "try_gpu(1) (lines 320, 326, 363, 433), .cuda(1) (lines 370, 438); "
+        "not counted as devices: try_gpu(10) (line 227)"
+    )
     assert main(["convert", str(D2L_MD), "-o", str(tmp_path / "out")]) == 0
     converted = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.md"))
     assert converted == CHAPTERS
@@ -631,7 +638,7 @@ def test_command_line_converts_markdown_files_and_trees(tmp_path, capsys):
 def test_a_converted_chapter_runs_in_real_kernels_with_warnings_in_the_markdown(tmp_path):
     """parameters.md, converted and built with real torch and mxnet (the sample book's d2l package
     beside it): every (cell, framework) pair runs, and an error points at its line of the .md."""
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     source = (D2L_MD / "chapter_builders-guide" / "parameters.md").read_text(encoding="utf-8")
     broken = "X = torch.rand(size=(2, 4))\nnet(X).shape\n"
@@ -681,7 +688,7 @@ def test_odd_cells():
 
 
 def test_the_book_tabs_without_a_config_ini():
-    from livecells.cli.convert_md import convert_markdown
+    from livecells.convert.markdown import convert_markdown
 
     select = "```{.python .input}\n%load_ext d2lbook.tab\ntab.interact_select(['mxnet', 'pytorch'])\n```\n\n"
     cells = "```{.python .input}\nx = 1\n```\n\n```{.python .input}\n%%tab all\nif tab.selected('pytorch'):\n    y = 2\n```\n"

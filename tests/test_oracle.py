@@ -401,11 +401,14 @@ def test_markdown_outputs_become_formatted_nodes_without_sections_ids_or_raw_htm
 
 
 def test_mime_order_follows_jupyterlab_and_allow_html():
-    from livecells.render.outputs import _mime_order
+    from livecells.model.mime import mime_priority
 
-    assert _mime_order("html", True)[:3] == ["text/html", "text/markdown", "text/latex"]
-    assert _mime_order("html", False)[-1] == "text/html"  # only when nothing else is there: as text
-    assert "text/html" not in _mime_order("latex", True) and "image/svg+xml" not in _mime_order("latex", True)
+    html = mime_priority("html", "html")
+    assert [mime for mime in html if mime in JUPYTERLAB_ORDER] == list(JUPYTERLAB_ORDER)
+    # Only when nothing else is there, as text.
+    assert mime_priority("html", "html", html_as_markup=False)[-1] == "text/html"
+    latex = mime_priority("latex", "latex")
+    assert "text/html" not in latex and "image/svg+xml" not in latex
 
 
 def test_the_client_never_drops_iopub_messages(tmp_path):

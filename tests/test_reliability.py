@@ -158,9 +158,10 @@ def test_machine_readable_summary(bad):
     assert summary["totals"]["run"] == 6
     suite = ET.parse(folder / "junit.xml").getroot()
     cases = suite.findall("testcase")
-    assert len(cases) == 8
+    assert len(cases) == 9  # 8 sessions, and the cell of no known framework
     failing = {(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None}
     assert ("crash", "alpha") in failing and ("good", "alpha") not in failing
+    assert any(name.startswith("unknown framework (") for _, name in failing)
     errors = {(c.get("classname"), c.get("name")) for c in cases if c.find("error") is not None}
     assert ("index", "gamma") in errors
     message = next(c for c in cases if c.get("classname") == "crash").find("failure").get("message")
@@ -178,9 +179,9 @@ def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir):
     shutil.copytree(rootdir / "test-fast", src)
     with open(src / "index.rst", "a") as page:
         page.write("\n.. live-cell:: alpha\n\n   raise RuntimeError('boom')\n")
-    overrides = {"livecells_raise_on_error": True, "livecells_fork_kernels": False}
+    # The build's policy is the subject: its sessions run on FakeKernels.
+    overrides = {"livecells_raise_on_error": True, "livecells_executor": FakeKernels()}
     app = SphinxTestApp("html", srcdir=src, confoverrides=overrides, warning=StringIO())
-    app.livecells_scheduler_factory = FakeKernels()  # the build's policy is the subject
     try:
         with pytest.raises(ExtensionError, match="1 cell error"):
             app.build()

@@ -16,7 +16,7 @@ from livecells.execute.devices import GPU
 from livecells.execute.scheduler import LocalScheduler, SessionJob
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
-from livecells.model.records import CellRecord
+from livecells.model.records import CellRecord, Probe
 
 FRAMEWORK = FrameworkSpec(name="alpha", label="Alpha")
 
@@ -65,8 +65,8 @@ def fake_session_class(rec: Recorder, start_s: float = 0.02, cell_s: float = 0.0
                 rec.running -= 1
             return CellRecord(status="ok", time=cell_s, execution_count=1)
 
-        async def probe(self) -> dict[str, Any]:
-            return {}
+        async def probe(self) -> Probe:
+            return Probe()
 
         async def shutdown(self) -> None:
             rec.events.append(("shutdown", self.name))

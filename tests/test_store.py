@@ -9,19 +9,31 @@ that the fake gives what they give; the kernel's own behaviour is tested in test
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from sphinx.testing.util import SphinxTestApp
 
 from livecells.model.text import strip_ansi
 from livecells.store.files import FORMAT, OutputStore, StoreProblem
 
-from helpers import FakeKernels, build_site, cell_with, livecells_cli, meta, outputs, soup
+from helpers import (
+    FakeKernels,
+    build_site,
+    cell_with,
+    livecells_cli,
+    meta,
+    no_unshown_log_records,
+    outputs,
+    soup,
+)
 
 ALL = [("index", "alpha"), ("index", "beta"), ("other", "alpha"), ("other", "beta")]
 
@@ -170,15 +182,17 @@ def test_rebuilds_run_only_what_changed(site, fake):
     assert sessions["beta"]["run_id"] != before
     assert "other beta, edited" in outputs(cell_with(page(app, "other"), "other beta"))
 
-    # A page removed from the book takes its stored results with it.
+    # A page removed from the book keeps its stored results (only ``clear`` deletes them): the
+    # page may come back, on another branch, say.
     (site / "gone.rst").write_text("Gone\n====\n\n.. live-cell:: alpha\n\n   print('soon gone')\n")
     index.write_text(index.read_text().replace("   other\n", "   other\n   gone\n"))
     state, _, _ = build(site, fake)
     assert fake.take() == [("gone", "alpha")] and (site / "_livecells" / "gone.json").exists()
+    kept = (site / "_livecells" / "gone.json").read_bytes()
     (site / "gone.rst").unlink()
     index.write_text(index.read_text().replace("   gone\n", ""))
     build(site, fake)
-    assert not (site / "_livecells" / "gone.json").exists() and fake.take() == []
+    assert (site / "_livecells" / "gone.json").read_bytes() == kept and fake.take() == []
 
     # Changing a :depends: file re-reads and re-runs that page, though its source is unchanged.
     (site / "data" / "input.txt").write_text("second version\n")
@@ -220,8 +234,8 @@ def test_auto_keeps_a_stored_gpu_result_on_a_cpu_machine(built, fake):
 
 
 def test_sessions_lease_the_gpus_found_and_a_page_asking_for_more_is_not_run(site, fake, monkeypatch):
-    from livecells.build import run
     from livecells.execute.devices import GPU
+    from livecells.pipeline import run
 
     gpus = [GPU(index=0, name="Fake GPU A"), GPU(index=1, name="Fake GPU B")]
     monkeypatch.setattr(run, "detect_gpus", lambda: gpus)
@@ -276,6 +290,8 @@ def test_a_damaged_store_file_is_reported_once_and_recomputed(built, fake):
     state, warnings, app = build(site, fake, fresh=True)
     assert warnings.count("[livecells.store]") == 1
     assert "): damaged (" in warnings or ".json: damaged" in warnings
+    # The one store file a build overwrites without `clear`: said in the warning.
+    assert "the file replaced when they are stored" in warnings
     assert state.ran == 2 and fake.take() == [("index", "alpha"), ("index", "beta")]
     assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
     json.loads(path.read_text())
@@ -383,3 +399,168 @@ def test_an_unmatched_depends_pattern_warns_once_per_page(site, fake):
     _, warnings, _ = build(site, fake)
     assert warnings.count("'missing/*.csv' matches no file") == 1  # the page has two sessions
     assert "[livecells.depends]" in warnings
+
+
+def test_a_partial_build_deletes_no_store_file(built, fake):
+    """A build that leaves pages out (``-D exclude_patterns``) keeps their committed results."""
+    site = built
+    kept = (site / "_livecells" / "other.json").read_bytes()
+    state, _, _ = build(site, fake)  # an environment that knows both pages
+    assert fake.take() == [] and state.cached == 4
+    app, warnings = build_site(site, kernels=fake, confoverrides={"exclude_patterns": ["other.rst"]})
+    assert fake.take() == [] and "other" not in app.env.found_docs
+    assert (site / "_livecells" / "other.json").read_bytes() == kept
+    state, _, _ = build(site, fake)  # the page is back: its results are used, nothing runs
+    assert fake.take() == [] and state.cached == 4
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_store_files_and_folders_follow_the_umask(tmp_path, umask):
+    """The store is shared (committed, published by another user): modes are 0666/0777 less the
+    umask, as for any file the user writes; never a private 0600."""
+    old = os.umask(umask)
+    try:
+        store = OutputStore(tmp_path / "store")
+        store.save_session("chapter/page", "alpha", {"cells": [], "key": "k"})
+        store.save_session("chapter/page", "beta", {"cells": [], "key": "k"})  # a replaced file
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "store" / "chapter" / "page.json").stat().st_mode) == 0o666 & ~umask
+    for folder in (tmp_path / "store", tmp_path / "store" / "chapter"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~umask
+    assert not [p for p in (tmp_path / "store" / "chapter").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_pages_show_the_store_file_as_the_build_read_it(built, fake):
+    """A store file replaced between the plan and the pages being written (a concurrent build,
+    a ``git pull``) changes nothing this build shows: the plan's read is the one the pages use."""
+    site = built
+    path = site / "_livecells" / "index.json"
+    another = json.loads(path.read_text())
+    for session in another["sessions"].values():
+        for cell in session["cells"]:
+            for output in cell["outputs"]:
+                if output.get("output_type") == "stream":
+                    output["text"] = "FROM ANOTHER VERSION\n"
+
+    def replace(app, builder=None):
+        path.write_text(json.dumps(another))
+
+    with no_unshown_log_records():
+        app = SphinxTestApp("html", srcdir=site, freshenv=True, confoverrides={"livecells_executor": fake})
+    app.connect("write-started", replace)
+    try:
+        app.build()
+    finally:
+        app.cleanup()
+    assert fake.take() == [] and app.env.livecells_outcome.cached == 4
+    assert json.loads(path.read_text()) == another  # replaced before the page was written
+    text = outputs(cell_with(page(app), "alpha reads"))
+    assert "alpha reads first version" in text and "ANOTHER" not in text
+
+
+LONG = """Long
+====
+
+.. live-cell:: alpha
+
+   print("x" * 300)
+"""
+
+OWN_TIMEOUTS = """Own
+===
+
+.. live-cell:: alpha
+   :timeout: 20
+
+   print("own timeout")
+"""
+
+
+def test_a_stored_result_stands_only_for_the_settings_it_ran_under(site, fake):
+    """livecells_output_limit, livecells_timeout and the page's time budget are in the key:
+    raising one reruns what it changes (and only that), so no output cut at an old limit is
+    shown under a note that states the new one."""
+    (site / "long.rst").write_text(LONG)
+    (site / "own.rst").write_text(OWN_TIMEOUTS)
+    everything = sorted([*ALL, ("long", "alpha"), ("own", "alpha")])
+    _, _, app = build(site, fake, output_limit=100)
+    assert fake.take() == everything
+    text = cell_with(page(app, "long"), "x").get_text()
+    assert "x" * 101 not in text and "Output truncated at 100 characters" in text
+    _, _, app = build(site, fake, output_limit=100)
+    assert fake.take() == []
+
+    _, _, app = build(site, fake, output_limit=1000)
+    assert fake.take() == everything
+    text = cell_with(page(app, "long"), "x").get_text()
+    assert "x" * 300 in text and "truncated" not in text
+
+    # The conf.py's livecells_timeout is 30: cells with a :timeout: of their own keep their results.
+    build(site, fake, output_limit=1000, timeout=45)
+    assert fake.take() == [j for j in everything if j != ("own", "alpha")]
+
+    other = site / "other.rst"
+    other.write_text(other.read_text().replace("=====\n", "=====\n\n.. live-settings::\n   :timeout: 100\n", 1))
+    build(site, fake, output_limit=1000, timeout=45)
+    assert fake.take() == [("other", "alpha"), ("other", "beta")]
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, monkeypatch, no_kernel_left, fork):
+    """A preload that fails (here: on real kernels, an import error) fails the session in this
+    build, is not stored, and the next build runs the page again (old: stored, never retried)."""
+    helpers = site.parent / "helpers"
+    helpers.mkdir()
+    (helpers / "flaky_preload.py").write_text("raise ImportError('not ready yet')\n")
+    monkeypatch.setenv("PYTHONPATH", str(helpers))
+    monkeypatch.syspath_prepend(str(helpers))
+    conf = site / "conf.py"
+    conf.write_text(conf.read_text().replace(
+        '"alpha": {"label": "Alpha", "kernel": "python3"}',
+        '"alpha": {"label": "Alpha", "kernel": "python3", "preload": ["flaky_preload"]}',
+    ))
+    state, warnings, app = build(site, None, fork_kernels=fork)
+    assert state.failed == 2 and state.ran == 4, warnings
+    assert "not ready yet" in warnings and "[livecells.kernel]" in warnings
+    assert set(stored(site, "index")["sessions"]) == {"beta"}  # the failure is not stored
+    assert "not ready yet" in page(app).get_text()  # it is shown in this build
+
+    (helpers / "flaky_preload.py").write_text("READY = True\n")
+    state, warnings, app = build(site, None, fork_kernels=fork)
+    assert (state.ran, state.failed, state.cached) == (2, 0, 2), warnings
+    assert set(stored(site, "index")["sessions"]) == {"alpha", "beta"}
+    assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
+
+
+@pytest.mark.parametrize("folder", ["..", ".", "/", "sub/../.."])
+def test_a_store_that_is_the_source_dir_or_above_it_is_refused(site, fake, folder):
+    """Its files would mix with the book's (an ``index.json`` beside anything, up to ``/``) and
+    ``clear`` would empty the folder: a located config warning, and the default store."""
+    before = {p for p in site.parent.rglob("*.json")}
+    app, warnings = build_site(site, kernels=fake, confoverrides={"livecells_store": folder})
+    assert f"livecells_store (given with -D) = {folder!r}: the store must be a folder of its own" in warnings
+    assert "[livecells.config]" in warnings and "Traceback" not in warnings
+    made = {p for p in site.parent.rglob("*.json") if site / "_build" not in p.parents} - before
+    assert made and all(p.parent == site / "_livecells" for p in made), made
+    assert not Path("/index.json").exists()
+
+
+def test_clear_deletes_no_json_that_is_not_a_store_file(built):
+    """``clear`` with the store folder given wrong leaves other JSON alone, and a store folder
+    that is the book's own folder is refused before anything is read."""
+    site = built
+    foreign = site / "_livecells" / "package.json"
+    foreign.write_text('{"name": "book"}')
+    done = livecells_cli("clear", "-s", str(site))
+    assert done.returncode == 0 and "package.json: JSON that is not a livecells store file" in done.stderr
+    assert foreign.exists() and not (site / "_livecells" / "index.json").exists()
+    # A page name that leads out of the store (a damaged JSON file there is not the store's).
+    (site / "tsconfig.json").write_text('{"a": 1, // a comment\n}')
+    done = livecells_cli("clear", "-s", str(site), "../tsconfig")
+    assert "not in the store folder" in done.stderr and (site / "tsconfig.json").exists()
+    (site / "settings.json").write_text("{}")
+    for store in (str(site), str(site.parent)):
+        done = livecells_cli("clear", "-s", str(site), "--store", store)
+        assert done.returncode != 0 and "a folder of its own" in done.stderr
+    assert (site / "settings.json").exists()

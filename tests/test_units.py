@@ -3,30 +3,32 @@
 from __future__ import annotations
 
 from livecells.config import read_config
-from livecells.execute.outputs import MAX_OUTPUTS, OutputCollector
+from livecells.execute.iopub import MAX_OUTPUTS, OutputCollector
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, TORCH_SYNC
 from livecells.model.records import CellRecord
 from livecells.model.streams import process_stream
 from livecells.model.text import strip_ansi
 from livecells.render.ansi import ansi_to_html
 
+from helpers import said
+
 
 def test_known_frameworks_keep_their_defaults_when_partly_configured():
     config = read_config(
-        {"frameworks": {"pytorch": {"label": "Torch", "kernel": "torch-cuda"}, "jax": {"label": "JAX"}}},
-        warn=lambda message: None,
+        {"frameworks": {"pytorch": {"label": "Torch", "kernel": "torch-cuda"}, "paddle": {"label": "Paddle"}}},
+        said([]),
     )
     torch = config.frameworks["pytorch"]
     assert (torch.label, torch.kernel, torch.sync, torch.preload) == ("Torch", "torch-cuda", TORCH_SYNC, ("torch",))
-    assert config.frameworks["jax"].sync == "" and config.frameworks["jax"].kernel == "python3"
-    assert list(config.frameworks) == ["pytorch", "jax"]
+    assert config.frameworks["paddle"].sync == "" and config.frameworks["paddle"].kernel == "python3"
+    assert list(config.frameworks) == ["pytorch", "paddle"]
 
 
 def test_bad_config_values_warn_and_fall_back():
     warnings: list[str] = []
     config = read_config(
         {"execute": "sometimes", "timeout": -1, "frameworks": {"all": {}}, "latex_framework": "jax"},
-        warn=warnings.append,
+        said(warnings),
     )
     assert config.execute == "auto" and config.timeout == 600
     assert list(config.frameworks) == list(DEFAULT_FRAMEWORKS)
@@ -81,3 +83,18 @@ def test_error_line_reads_the_cell_frame():
     error = {"traceback": tb, "ename": "ValueError"}
     assert CellRecord("error", execution_count=4, error=error).error_line() == 3
     assert CellRecord("error", execution_count=5, error=error).error_line() is None
+
+
+def test_the_default_env_drop_keeps_ci_secrets_from_kernels_and_settings_in_them():
+    """The names CI systems and tools give their credentials, in any case, are dropped; the
+    settings a notebook needs are kept."""
+    from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
+
+    secrets = [
+        "GITHUB_TOKEN", "github_token", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "TWINE_PASSWORD",
+        "HF_TOKEN", "WANDB_API_KEY", "OPENAI_APIKEY", "CI_JOB_JWT", "CI_JOB_JWT_V2", "DOCKER_AUTH_CONFIG",
+        "NPM_CONFIG__AUTH", "SENTRY_DSN", "GOOGLE_APPLICATION_CREDENTIALS", "GH_PAT", "SSH_AUTH_SOCK",
+    ]  # fmt: skip
+    settings = ["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "HF_HOME", "GIT_AUTHOR_NAME", "LANG", "OMP_NUM_THREADS"]
+    kept = kept_environ(dict.fromkeys(secrets + settings, "x"), DEFAULT_ENV_DROP)
+    assert sorted(kept) == sorted(settings)

@@ -3,7 +3,7 @@
 The build runs in stages, one subpackage each, handing the next typed records (:mod:`.model`):
 :mod:`.read` (directives, each page's plan), :mod:`.plan` (session keys, what runs),
 :mod:`.execute` (kernels), :mod:`.store` (JSON files) and :mod:`.render` (pages, notebooks,
-the report). :mod:`.build` wires them to Sphinx's events; this module only registers them.
+the report). :mod:`.pipeline` wires them to Sphinx's events; this module only registers them.
 See ARCHITECTURE.md.
 """
 
@@ -25,10 +25,12 @@ if TYPE_CHECKING:  # importing livecells (a Dask worker unpickling a job) does n
 
 def setup(app: Sphinx) -> dict[str, Any]:
     _check_platform()
-    from livecells.build.events import setup_build
     from livecells.config import setup_config
+    from livecells.pipeline.events import setup_pipeline
     from livecells.read.collect import setup_collect
     from livecells.read.directives import setup_directives
+    from livecells.read.grouping import setup_grouping
+    from livecells.read.nodes import setup_nodes
     from livecells.render.cells import setup_render
     from livecells.render.latex import setup_latex
     from livecells.render.notebooks import setup_notebooks
@@ -36,15 +38,17 @@ def setup(app: Sphinx) -> dict[str, Any]:
 
     app.setup_extension("sphinx_design")
     setup_config(app)
+    setup_nodes(app)
     setup_directives(app)
+    setup_grouping(app)
     setup_collect(app)
-    setup_build(app)
+    setup_pipeline(app)
     setup_render(app)
     setup_notebooks(app)
     setup_report(app)
     setup_latex(app)
     app.connect("builder-inited", _add_static_path)
-    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}
 
 
 def _check_platform() -> None:

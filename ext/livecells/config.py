@@ -1,107 +1,77 @@
 """Configuration: one dataclass is the single source of truth for every ``livecells_*`` value.
 
-Each field carries its default, its help text and a validator. The values are registered with
-Sphinx as flat prefixed config values and read back through :func:`get_config`, which validates
-them once per build: an invalid value gives a ``livecells.config`` warning naming the value and
-falls back to the default, never a traceback.
+Each field carries its default, its help text, the type conf.py gives it (for the docs' table)
+and a validator. The values are registered with Sphinx as flat prefixed config values, validated
+once per build at ``config-inited`` and read through :func:`get_config`: an invalid value gives a
+``livecells.config`` warning at its conf.py line and falls back to the default, a bad entry of a
+collection is dropped alone; never a traceback.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from livecells.model.frameworks import DEFAULT_FRAMEWORKS, FrameworkSpec
+from livecells.model.environ import DEFAULT_ENV_DROP
+from livecells.model.folders import store_problem
+from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
+from livecells.model.mime import PriorityOverride, priority_override
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
+from livecells.sphinx_util import from_command_line, origin
 
 logger = logging.getLogger(__name__)
 
 WARNING_TYPE = "livecells"
 
-EXECUTE_MODES = ("auto", "force", "cache", "off")
-DEVICE_MODES = ("auto", "gpu", "cpu")
-STDERR_MODES = ("show", "hide", "warn")
+EXECUTE_MODES = ExecuteMode.words()
+DEVICE_MODES = DeviceMode.words()
+STDERR_MODES = StderrMode.words()
 
 
 class ConfigError(ValueError):
     """A config value that cannot be used; the message names the value."""
 
 
-def _text(name: str, key: str, value: Any, *, required: bool = False) -> str:
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise ConfigError(
-            f"framework {name!r}: {key!r} must be a {'non-empty ' if required else ''}string, "
-            f"not {value!r}"
-        )
-    return value
+class EntriesDropped(ConfigError):
+    """Some entries of a list value cannot be used: each is reported and dropped, the rest kept."""
 
-
-def _code(name: str, key: str, value: Any, mode: str) -> str:
-    """A ``sync`` (statements) or ``gpu_used`` (an expression) snippet that compiles."""
-    value = _text(name, key, value)
-    try:
-        compile(value or "pass", f"<livecells_frameworks[{name!r}][{key!r}]>", mode)
-    except SyntaxError as err:
-        raise ConfigError(f"framework {name!r}: {key!r} does not compile: {err.msg} (line {err.lineno})") from None
-    return value
-
-
-MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-def _preload(name: str, value: Any) -> tuple[str, ...]:
-    """Modules to import before the first cell: a list, a comma string, or None (none)."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError(f"framework {name!r}: 'preload' must be a list of module names, not {value!r}")
-    for module in value:
-        if not isinstance(module, str) or not MODULE_NAME.match(module):
-            raise ConfigError(f"framework {name!r}: 'preload' holds {module!r}, not a module name")
-    return tuple(value)
+    def __init__(self, kept: Any, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.kept = kept
+        self.problems = problems
 
 
 def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
+    """The map of framework name -> settings, checked entry by entry: a bad entry is dropped
+    (and reported), the others kept; with none left the default is used."""
     if not isinstance(value, Mapping) or not value:
         raise ConfigError("must be a non-empty mapping of framework name -> settings")
     specs: dict[str, FrameworkSpec] = {}
-    known = {f.name for f in dataclasses.fields(FrameworkSpec)} - {"name"}
+    problems: list[str] = []
     for name, settings in value.items():
-        if not isinstance(name, str) or not name.isidentifier() or name == "all":
-            raise ConfigError(f"framework name {name!r} must be an identifier other than 'all'")
-        if not isinstance(settings, Mapping):
-            raise ConfigError(f"settings of framework {name!r} must be a mapping")
-        # A framework livecells knows keeps its defaults (sync, gpu_used, ...) for what is unset.
-        settings = {**DEFAULT_FRAMEWORKS.get(name, {}), **settings}
-        unknown = set(settings) - known
-        if unknown:
-            raise ConfigError(f"framework {name!r} has unknown keys {sorted(unknown)}")
-        specs[name] = FrameworkSpec(
-            name=name,
-            label=_text(name, "label", settings.get("label", name), required=True),
-            kernel=_text(name, "kernel", settings.get("kernel", "python3"), required=True),
-            preload=_preload(name, settings.get("preload")),
-            sync=_code(name, "sync", settings.get("sync", ""), "exec"),
-            gpu_used=_code(name, "gpu_used", settings.get("gpu_used", "False"), "eval"),
-            version_of=_text(name, "version_of", settings.get("version_of", "")),
-        )
+        try:
+            specs[name] = FrameworkSpec.from_settings(name, settings)
+        except ValueError as err:
+            problems.append(str(err))
+    if not specs:
+        raise ConfigError("; ".join(problems))
+    if problems:
+        raise EntriesDropped(specs, problems)
     return specs
 
 
-def _choice(*choices: str) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in choices:
-            raise ConfigError(f"must be one of {', '.join(map(repr, choices))}")
-        return value
+def _choice(vocabulary: type[Vocabulary]) -> Callable[[Any], Vocabulary]:
+    def check(value: Any) -> Vocabulary:
+        if not isinstance(value, str) or value not in vocabulary.words():
+            raise ConfigError(f"must be one of {', '.join(map(repr, vocabulary.words()))}")
+        return vocabulary(value)
 
     return check
 
@@ -117,9 +87,9 @@ def _positive_number(value: Any) -> float:
     return float(value)
 
 
-def _jobs(value: Any) -> int | str:
+def _jobs(value: Any) -> int | Literal["auto"]:
     if value == "auto":
-        return value
+        return "auto"
     if isinstance(value, str) and value.isdigit():  # from -D livecells_jobs=2
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -133,16 +103,15 @@ def _string(value: Any) -> str:
     return value
 
 
-def _executor(value: Any) -> str | Callable[[], Any]:
-    """``"local"``, a Dask scheduler address, or a function that returns a ``distributed.Client``."""
-    if callable(value):
+def _executor(value: Any) -> Any:
+    """``"local"``, an address (its scheme names the executor), an executor object, or a function
+    that returns a cluster's client; which executor it names is the build's to find out."""
+    if (isinstance(value, str) and value) or callable(value) or callable(getattr(value, "scheduler", None)):
         return value
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            "must be 'local', a Dask scheduler address ('tcp://host:8786') or a function "
-            "returning a distributed.Client"
-        )
-    return value
+    raise ConfigError(
+        "must be 'local', an executor's address ('tcp://host:8786'), an executor object, or a "
+        "function returning a client"
+    )
 
 
 def _optional_string(value: Any) -> str:
@@ -151,13 +120,55 @@ def _optional_string(value: Any) -> str:
     return value
 
 
-def _patterns(value: Any) -> tuple[str, ...]:
-    """Glob patterns relative to the source dir: a list of strings (or one comma string)."""
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p.strip() for p in value):
-        raise ConfigError("must be a list of glob patterns (strings), relative to the source dir")
-    return tuple(p.strip() for p in value)
+def _strings(what: str) -> Callable[[Any], tuple[str, ...]]:
+    """A validator of a list of non-empty strings (or one comma string): ``what`` they are. An
+    entry that is not one is dropped (and reported), the others kept."""
+
+    def check(value: Any) -> tuple[str, ...]:  # with none left, the default
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"must be a list of {what}")
+        kept = tuple(p.strip() for p in value if isinstance(p, str) and p.strip())
+        problems = [
+            f"entry {number} {_shown(p)}: not a non-empty string"
+            for number, p in enumerate(value, 1)
+            if not (isinstance(p, str) and p.strip())
+        ]
+        if problems and not kept:
+            raise ConfigError(f"must be a list of {what}")
+        if problems:
+            raise EntriesDropped(kept, problems)
+        return kept
+
+    return check
+
+
+#: Glob patterns relative to the source dir.
+_patterns = _strings("glob patterns (strings), relative to the source dir")
+#: Shell-style patterns of environment variable names.
+_names = _strings("patterns of environment variable names (strings)")
+
+
+def _mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
+    """(builder, mime type, priority) entries, checked one by one (see :mod:`livecells.model.mime`)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ConfigError("must be a list of (builder, mime type, priority) tuples")
+    kept: list[PriorityOverride] = []
+    problems: list[str] = []
+    for number, entry in enumerate(value, 1):
+        try:
+            kept.append(priority_override(entry))
+        except ValueError as err:
+            problems.append(f"entry {number} {_shown(entry)}: {err}")
+    if problems:
+        raise EntriesDropped(tuple(kept), problems)
+    return tuple(kept)
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def _bool(value: Any) -> bool:
@@ -172,8 +183,12 @@ def _positive_int(value: Any) -> int:
     return value
 
 
-def _meta(help: str, validate: Callable[[Any], Any], rebuild: str = "env") -> dict[str, Any]:
-    return {"help": help, "validate": validate, "rebuild": rebuild}
+def _meta(
+    help: str, validate: Callable[[Any], Any], shown_type: str, rebuild: str = "env"
+) -> dict[str, Any]:
+    """A field's metadata: its help (the docs' table and Sphinx's description), the validator,
+    the type as conf.py gives it (for the docs), and what a change to it rebuilds."""
+    return {"help": help, "validate": validate, "type": shown_type, "rebuild": rebuild}
 
 
 @dataclass(frozen=True)
@@ -182,65 +197,116 @@ class LivecellsConfig:
 
     frameworks: dict[str, FrameworkSpec] = field(
         default_factory=lambda: _frameworks(DEFAULT_FRAMEWORKS),
-        metadata=_meta("ordered map: name -> {label, kernel, preload, sync}", _frameworks),
+        metadata=_meta(
+            "The frameworks the book is written for, in tab order: name -> {label, kernel, "
+            f"preload, sync, gpu_used, version_of, env}}. Known frameworks ({', '.join(KNOWN_FRAMEWORKS)}) "
+            "keep their defaults for what is left out; a bad entry is dropped.",
+            _frameworks,
+            "dict",
+        ),
     )
-    execute: str = field(
-        default="auto",
-        metadata=_meta("auto | force | cache | off", _choice(*EXECUTE_MODES), rebuild=""),
+    execute: ExecuteMode = field(
+        default=ExecuteMode.AUTO,
+        metadata=_meta(
+            "Which sessions run: auto (what changed), force (all), cache (none: stored results), off "
+            "(none: recorded outputs).",
+            _choice(ExecuteMode),
+            " | ".join(map(repr, EXECUTE_MODES)),
+            rebuild="",
+        ),
     )
-    device: str = field(
-        default="auto",
-        metadata=_meta("auto | gpu | cpu", _choice(*DEVICE_MODES), rebuild=""),
+    device: DeviceMode = field(
+        default=DeviceMode.AUTO,
+        metadata=_meta(
+            "Which devices sessions may use: auto (the GPUs, if any), gpu (require one), cpu.",
+            _choice(DeviceMode),
+            " | ".join(map(repr, DEVICE_MODES)),
+            rebuild="",
+        ),
     )
     timeout: float = field(
-        default=600, metadata=_meta("seconds per cell", _positive_number, rebuild="")
+        default=600,
+        metadata=_meta("The time limit of each cell, in seconds.", _positive_number, "int | float", rebuild=""),
     )
-    jobs: int | str = field(
-        default="auto", metadata=_meta("sessions at once ('auto' or N)", _jobs, rebuild="")
+    jobs: int | Literal["auto"] = field(
+        default="auto",
+        metadata=_meta("Sessions run at once (auto: one per GPU, else one).", _jobs, "'auto' | int", rebuild=""),
     )
     store: str = field(
         default="_livecells",
-        metadata=_meta("folder of stored results, relative to the source dir", _string),
+        metadata=_meta("Folder of stored results, relative to the source dir.", _string, "str"),
     )
     raise_on_error: bool = field(
         default=False,
-        metadata=_meta("an unexpected cell error fails the build", _bool, rebuild=""),
+        metadata=_meta(
+            "The build fails at its end if a page shows an unexpected error, a cell not run or a "
+            "stale result.",
+            _bool,
+            "bool",
+            rebuild="",
+        ),
     )
     latex_framework: str = field(
         default="",
         metadata=_meta(
-            "framework printed in LaTeX ('' = the first; 'all')", _optional_string, rebuild=""
+            "The framework whose cells LaTeX prints: a name, all, or empty (the first).",
+            _optional_string,
+            "str",
+            rebuild="",
         ),
     )
     allow_html: bool = field(
         default=True,
-        metadata=_meta("render text/html outputs as HTML", _bool, rebuild="html"),
+        metadata=_meta("Render text/html outputs as HTML.", _bool, "bool", rebuild="html"),
     )
-    executor: str | Callable[[], Any] = field(
+    executor: Any = field(
         default="local",
         metadata=_meta(
-            "'local', a Dask scheduler address, or a function returning a distributed.Client",
+            "Where sessions run: local, an executor's address (tcp://host:8786), an executor "
+            "object, or a function returning a client.",
             _executor,
+            "str | object | function",
             rebuild="",
         ),
     )
     fork_kernels: bool = field(
         default=True,
         metadata=_meta(
-            "start kernels by forking a process that has imported the framework (Linux)",
+            "Start kernels by forking a process that has imported the framework (Linux).",
             _bool,
+            "bool",
             rebuild="",
         ),
     )
     output_limit: int = field(
         default=100_000,
-        metadata=_meta("characters of text kept per cell output stream", _positive_int),
+        metadata=_meta("Characters kept of a cell's stdout (and, apart, of its stderr).", _positive_int, "int"),
+    )
+    mime_priority: tuple[PriorityOverride, ...] = field(
+        default=(),
+        metadata=_meta(
+            "(builder, mime type, priority) entries that change which output representation a "
+            "builder shows (lower first; None: never); a bad entry is dropped.",
+            _mime_priority,
+            "list of (str, str, int | None)",
+        ),
     )
     depends: tuple[str, ...] = field(
         default=(),
         metadata=_meta(
-            "glob patterns (relative to the source dir) of files whose change re-runs every page",
+            "Glob patterns (relative to the source dir) of files whose change re-runs every page.",
             _patterns,
+            "list of str",
+        ),
+    )
+    env_drop: tuple[str, ...] = field(
+        default=DEFAULT_ENV_DROP,
+        metadata=_meta(
+            "Shell-style patterns of environment variable names left out of the kernels' environment "
+            "(secrets).",
+            _names,
+            "list of str",
+            rebuild="",
         ),
     )
 
@@ -260,24 +326,44 @@ class LivecellsConfig:
 CONFIG_FIELDS = {f.name: f for f in dataclasses.fields(LivecellsConfig)}
 
 
-def _raw_default(name: str) -> Any:
+def raw_default(name: str) -> Any:
+    """The default of ``livecells_<name>`` as conf.py would give it."""
     if name == "frameworks":
         return DEFAULT_FRAMEWORKS
-    if name == "depends":
+    if name in {"depends", "mime_priority"}:
         return []
+    if name == "env_drop":
+        return list(DEFAULT_ENV_DROP)
     f = CONFIG_FIELDS[name]
-    return f.default
+    return str(f.default) if isinstance(f.default, Vocabulary) else f.default
+
+
+def _raw_used(name: str, used: LivecellsConfig) -> Any:
+    """The raw value of a refused ``name``: its default, or the entries kept of a collection."""
+    if name == "frameworks":
+        return {n: spec.settings() for n, spec in used.frameworks.items()}
+    if name == "mime_priority":
+        return [(o.builder, o.mime, o.priority) for o in used.mime_priority]
+    if name in {"depends", "env_drop"}:
+        return list(getattr(used, name))
+    return raw_default(name)
+
+
+def _default_of_config(name: str, config: Any) -> Any:
+    return raw_default(name)
 
 
 def setup_config(app: Sphinx) -> None:
     """Register every field as a ``livecells_<name>`` config value."""
     for name, f in CONFIG_FIELDS.items():
         # Any: the validators check every value, and say where in conf.py it was set (Sphinx's
-        # own type check would warn a second time, without a location). ``-D`` values are still
-        # converted by the type of the default.
+        # own type check would warn a second time, without a location). The default is given as
+        # a function of the config so that Sphinx leaves a ``-D`` string as it is (it converts by
+        # the default's type, and refuses "1.5" for an int, any word but 0/1 for a bool, a dict):
+        # :func:`livecells.sphinx_util.from_command_line` reads it.
         app.add_config_value(
             f"livecells_{name}",
-            _raw_default(name),
+            functools.partial(_default_of_config, name),
             f.metadata["rebuild"],
             types=Any,
             description=f.metadata["help"],
@@ -286,21 +372,14 @@ def setup_config(app: Sphinx) -> None:
 
 
 def read_config(
-    values: Mapping[str, Any],
-    warn: Callable[[str], None],
-    where: Callable[[str, str], None] | None = None,
+    values: Mapping[str, Any], report: Callable[[str, str], None], given: Collection[str] = ()
 ) -> LivecellsConfig:
-    """Validate raw values (without the prefix); a bad one is reported and replaced by its default.
+    """Validate raw values (without the prefix). ``report(message, name)`` is told of each value
+    that cannot be used (replaced by its default) and of each entry dropped from a collection;
+    ``given``: the names set with ``-D``, which their messages say."""
 
-    ``where(message, name)``, when given, reports instead of ``warn``, knowing the value's name
-    (so that the warning can point at its line in conf.py).
-    """
-
-    def say(message: str, name: str) -> None:
-        if where is not None:
-            where(message, name)
-        else:
-            warn(message)
+    def named(name: str) -> str:
+        return f"livecells_{name}" + (" (given with -D)" if name in given else "")
 
     kwargs: dict[str, Any] = {}
     for name, f in CONFIG_FIELDS.items():
@@ -308,58 +387,59 @@ def read_config(
             continue
         try:
             kwargs[name] = f.metadata["validate"](values[name])
+        except EntriesDropped as err:
+            kwargs[name] = err.kept
+            for problem in err.problems:
+                report(f"{named(name)}: {problem}; that entry is ignored", name)
         except ConfigError as err:
-            shown = repr(values[name])
-            shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            say(f"livecells_{name} = {shown}: {err}; using the default", name)
-        except Exception as err:  # noqa: BLE001 - a value whose own methods fail (a bad mapping)
-            say(f"livecells_{name}: cannot be read ({type(err).__name__}: {err}); using the default", name)
+            report(f"{named(name)} = {_shown(values[name])}: {err}; using the default", name)
+        except Exception as err:  # a value whose own methods fail (a bad mapping)
+            report(f"{named(name)}: cannot be read ({type(err).__name__}: {err}); using the default", name)
     config = LivecellsConfig(**kwargs)
     if config.latex_framework and config.latex_framework != "all" and (
         config.latex_framework not in config.frameworks
     ):
-        say(
-            f"livecells_latex_framework = {config.latex_framework!r}: not a framework in "
+        report(
+            f"{named('latex_framework')} = {config.latex_framework!r}: not a framework in "
             f"livecells_frameworks ({', '.join(config.frameworks)}); using the first",
             "latex_framework",
         )
+        config = dataclasses.replace(config, latex_framework="")
     return config
 
 
-def conf_location(confdir: str | Path | None, name: str) -> str | None:
-    """``conf.py:LINE`` of the line that sets config value ``name`` (``conf.py`` alone when no
-    line does, e.g. a ``-D`` override; None without a conf.py)."""
-    if not confdir:
-        return None
-    path = Path(confdir) / "conf.py"
-    setting = re.compile(rf"^\s*{re.escape(name)}\s*(=|\[|:|\+=|\.)")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    found = [number for number, line in enumerate(lines, 1) if setting.match(line)]
-    return f"{path}:{found[-1]}" if found else str(path)  # the last assignment wins
-
-
 def _validate_on_init(app: Sphinx, config: Any) -> None:
-    values = {name: getattr(config, f"livecells_{name}") for name in CONFIG_FIELDS}
+    overrides = getattr(config, "overrides", {})
+    given = {
+        name: from_command_line(overrides[f"livecells_{name}"], CONFIG_FIELDS[name].default)
+        for name in CONFIG_FIELDS
+        if isinstance(overrides.get(f"livecells_{name}"), str)
+    }
+    # Read before Sphinx converts them: its conversion of a -D value raises, or warns unlocated.
+    values = {name: given[name] if name in given else getattr(config, f"livecells_{name}") for name in CONFIG_FIELDS}
+    refused: set[str] = set()
 
-    def warn(message: str) -> None:
-        logger.warning(message, type=WARNING_TYPE, subtype="config")
+    def report(message: str, name: str) -> None:
+        refused.add(name)
+        location, _ = origin(app, name)
+        logger.warning(message, type=WARNING_TYPE, subtype=WarningSubtype.CONFIG, location=location)
 
-    def where(message: str, name: str) -> None:
-        location = conf_location(app.confdir, f"livecells_{name}")
-        logger.warning(message, type=WARNING_TYPE, subtype="config", location=location)
+    validated = read_config(values, report, given)
+    problem = store_problem(app.srcdir, validated.store)
+    if problem:
+        note = " (given with -D)" if "store" in given else ""
+        report(f"livecells_store{note} = {validated.store!r}: {problem}; using the default", "store")
+        validated = dataclasses.replace(validated, store=raw_default("store"))
+    # Under a private name, which Sphinx leaves out when it pickles the config: the values may
+    # hold an executor function.
+    config._livecells_validated = validated
+    # What Sphinx keeps (pickles, and compares at the next build) is what is used.
+    for name in set(given) | refused:
+        used = _raw_used(name, validated) if name in refused else given[name]
+        setattr(config, f"livecells_{name}", used)
 
-    app.livecells_config = read_config(values, warn, where)  # type: ignore[attr-defined]
 
-
-def app_of(env: Any) -> Sphinx:
-    """The application behind a build environment (``env.app`` is deprecated in Sphinx 9)."""
-    app = getattr(env, "_app", None)
-    return app if app is not None else env.app
-
-
-def get_config(app: Sphinx) -> LivecellsConfig:
-    """The validated configuration of this build."""
-    return app.livecells_config  # type: ignore[attr-defined,no-any-return]
+def get_config(env: Any) -> LivecellsConfig:
+    """The validated configuration of this build, from its environment (``env.config`` is the
+    build's Sphinx config, validated when it was read)."""
+    return env.config._livecells_validated  # type: ignore[no-any-return]

@@ -1,8 +1,9 @@
 """Fast kernel starts: kernels forked from a template process that imported the framework once.
 
-A fresh kernel costs each session ~0.5 s of interpreter and ipykernel start-up plus its
-framework's import (``import torch`` ~1.4 s). A *template* process per (kernel python, preload,
-kernelspec env) pays both once, then forks a kernel per launch request (~20 ms). The fork happens
+A fresh kernel costs each session the interpreter's and ipykernel's start-up plus its
+framework's import (``import torch`` alone takes seconds). A *template* process per (kernel
+python, preload, kernelspec env) pays both once, then forks a kernel per launch request
+(``docs/performance.rst`` has the figures). The fork happens
 before the kernel app starts, never from a running kernel (an event loop cannot survive a fork;
 ipykernel PR #410). A template whose imports touched CUDA refuses to serve: CUDA state does not
 survive a fork, and each child must meet CUDA only after its ``CUDA_VISIBLE_DEVICES`` is set.
@@ -13,16 +14,17 @@ template and hands back a Popen-like :class:`ForkedProcess`; :class:`ForkedKerne
 installs it without any kernelspec change. Any failure falls back to the normal launch.
 
 This module is the launcher's side; the template's program is :mod:`livecells.execute.template`,
-a file that the kernel's own Python runs. The module's size (~500 lines) is earned: its four
-parts are the launcher's half of one protocol and are read together: :class:`Template` (one
-template process: start, readiness, requests, close), :class:`ForkedProcess` (a forked kernel as
-jupyter_client's Popen), :class:`ForkServer` (a template per key, the environment check, the
-fallbacks said once) and the jupyter_client glue (provisioner and manager, ~70 lines).
+a file that the kernel's own Python runs. Its parts are the launcher's half of one protocol:
+:class:`Template` (one template process: start, readiness, requests, close),
+:class:`ForkedProcess` (a forked kernel as jupyter_client's Popen), :class:`ForkServer` (a
+template per key, the environment check, the fallbacks said once) and the jupyter_client glue
+(provisioner and manager).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -47,7 +49,8 @@ from jupyter_client.provisioning import LocalProvisioner
 from livecells.execute import template as program
 from livecells.execute.environment import kernel_python
 from livecells.execute.kernel import KERNEL_ARGUMENTS
-from livecells.execute.reaper import SESSION_VARIABLE, process_table
+from livecells.execute.reaper import SESSION_VARIABLE, process_status
+from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 
 if TYPE_CHECKING:
     from livecells.model.frameworks import FrameworkSpec
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
 #: kernels by "ipykernel" in the command line (tests/conftest.py) find them too.
 MARKER = "livecells-ipykernel-forkserver"
 #: What every kernel imports while it initialises; imported once in the template instead
-# (ipykernel.debugger alone, through debugpy, is half of a kernel's own start-up).
+# (ipykernel.debugger, through debugpy, is the largest of them).
 KERNEL_MODULES = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
@@ -64,7 +67,7 @@ KERNEL_MODULES = (
     "ipykernel.debugger",
     "ipykernel.comm",
     "IPython.core.completer",
-    # Imported by the kernel's shell as it starts (measured: ~20 ms of each start).
+    # Imported by the kernel's shell as it starts.
     "IPython.core.completerlib",
     "IPython.core.debugger",
     "IPython.core.logger",
@@ -89,6 +92,13 @@ PER_SESSION_ENV = (
     SESSION_VARIABLE,
 )
 Key = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]  # python, preload, kernelspec env
+#: A file time this close to a template's start (or later) may be an edit its imports missed:
+#: file times lag the clock by up to a timer tick (coarse timestamps).
+TIMESTAMP_SLACK_NS = 20_000_000
+#: A template that dies or is stopped after it served (a cell killed its parent, say) is replaced
+#: this many times per key; then that key's kernels start normally.
+MAX_REPLACEMENTS = 3
+logger = logging.getLogger(__name__)
 
 
 class ForkServerError(RuntimeError):
@@ -111,7 +121,11 @@ class Template:
         self.env = env  # what the imports saw
         self.path = os.path.join(workdir, f"t-{uuid.uuid4().hex[:8]}.sock")
         self.log_path = self.path[: -len(".sock")] + ".log"
-        modules = [*KERNEL_MODULES, *self.preload]
+        modules = {"kernel": list(KERNEL_MODULES), "preload": list(self.preload)}
+        #: Before any import: a file changed after this may have been read old or new.
+        self.started_ns = time.time_ns()
+        #: The files its imports read outside the interpreter's own folders, as it read them.
+        self.files: dict[str, list[int]] = {}
         # The template's program is a file, run by the kernel's Python (see execute/template.py).
         command = [python, "-c", program.BOOT, program.__file__, MARKER, self.path, str(os.getpid())]
         # With the kernels' arguments, the template pre-initialises their app and shell.
@@ -130,8 +144,12 @@ class Template:
             )
         self._ready: bool | None = None
         self._problem = ""
+        #: The preloads left to each kernel, with why (the template's probe, see template.py).
+        self.left: dict[str, str] = {}
         self._lock = threading.Lock()
         self.launched: list[int] = []
+        #: Each launched kernel's start time (with its pid, it names one process).
+        self.starts: dict[int, int | None] = {}
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the template has imported all; :class:`ForkServerError` if it failed."""
@@ -174,10 +192,19 @@ class Template:
         if not readable:
             return False, f"the template was not ready within {timeout:g} s"
         try:
-            problem = json.loads(line)["error"]
-        except (ValueError, KeyError, TypeError):
+            ready = json.loads(line)
+            problem = ready["error"]
+            files = ready.get("files") or {}
+            self.files = {str(path): list(state) for path, state in files.items()}
+            self.left = dict(ready.get("left") or {})
+        except (ValueError, KeyError, TypeError, AttributeError):
             problem = f"the template failed to start: {self._log_tail()}"
         return problem is None, problem or ""
+
+    def changed_file(self) -> str | None:
+        """A file the template imported that has changed since, or may have as it was read:
+        its kernels would run old code under a session key made from the new."""
+        return changed_file(self.files, self.started_ns - TIMESTAMP_SLACK_NS)
 
     def _log_tail(self) -> str:
         try:
@@ -189,30 +216,66 @@ class Template:
     def request(
         self, payload: Mapping[str, Any], fds: Sequence[int] = (), timeout: float = 30
     ) -> dict[str, Any]:
-        """One request on a connection of its own (callers may be in several threads)."""
+        """One request on a connection of its own (callers may be in several threads); given up
+        at once when the template dies or is stopped (a stopped one would answer never)."""
+        deadline = time.monotonic() + timeout
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(timeout)
-                sock.connect(self.path)
-                socket.send_fds(sock, [(json.dumps(payload) + "\n").encode()], list(fds))
+                sock.settimeout(0.05)
                 data = b""
+                sent = False
                 while not data.endswith(b"\n"):
-                    chunk = sock.recv(65536)
+                    if why := self.gone():
+                        raise ForkServerError(f"cannot talk to the template: {why}")
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"no answer within {timeout:g} s")
+                    try:
+                        if not sent:
+                            sock.connect(self.path)
+                            socket.send_fds(sock, [(json.dumps(payload) + "\n").encode()], list(fds))
+                            sent = True
+                        chunk = sock.recv(65536)
+                    except socket.timeout:
+                        continue
                     if not chunk:
                         break
                     data += chunk
             reply = json.loads(data)
         except (OSError, ValueError) as err:
-            state = self.process.poll()
-            why = f"the template exited with status {state}" if state is not None else str(err)
+            why = self.gone() or str(err)
             raise ForkServerError(f"cannot talk to the template: {why}") from err
         return reply
+
+    def gone(self) -> str:
+        """Why the template can answer no more (it exited, or was stopped), or ""."""
+        if self.process.poll() is not None:
+            return f"the template exited with status {self.process.returncode}"
+        status = process_status(self.process.pid)
+        if status is not None and status[0] in ("T", "t"):
+            return "the template was stopped"
+        return ""
+
+    def abandon(self) -> None:
+        """End this template alone (it died or was stopped): the kernels it forked live on, each
+        until its session ends (:meth:`close` still kills them at the end of the build)."""
+        if self.process.poll() is None:
+            self.process.kill()  # a stopped process dies of SIGKILL too
+            self.process.wait()
+        for pid, start in self.starts.items():  # those that ended while it was stopped
+            _reap_adopted(pid, start)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
 
     def close(self) -> None:
         """End the template, and with it every kernel forked here (by process group)."""
         clean = False
         if self.process.poll() is None and self._ready is not True:
             self.process.kill()  # still importing (or failed): nothing to wait for
+            self.process.wait()
+        elif self.process.poll() is None and self.gone():  # stopped: a SIGTERM would wait
+            self.process.kill()
             self.process.wait()
         elif self.process.poll() is None:
             self.process.terminate()  # it kills the process group of each child still alive
@@ -230,6 +293,33 @@ class Template:
             self.process.stdout.close()
 
 
+def changed_file(files: Mapping[str, Sequence[int]], since_ns: int) -> str | None:
+    """The first of ``files`` (path -> :func:`~.template.file_state` as read) that is gone, is
+    not as read, or was written at ``since_ns`` or later (so perhaps after it was read)."""
+    for path, state in files.items():
+        try:
+            now = program.file_state(os.stat(path))
+        except OSError:
+            return path
+        if now != list(state) or max(now[0], now[1]) >= since_ns:
+            return path
+    return None
+
+
+def own_copy(preload: Sequence[str], cwd: str, imported: Mapping[str, Any]) -> str | None:
+    """A preloaded package or module that the page's folder ``cwd`` has a copy of, other than
+    the file the template imported (``imported``: its files outside the installed folders). A
+    fresh kernel has its folder on ``sys.path`` before site-packages, so it imports that copy."""
+    read = {os.path.realpath(path) for path in imported}
+    for top in dict.fromkeys(name.split(".")[0] for name in preload):
+        for path in (os.path.join(cwd, top, "__init__.py"), os.path.join(cwd, f"{top}.py")):
+            if os.path.isfile(path):
+                if os.path.realpath(path) not in read:
+                    return path
+                break
+    return None
+
+
 def _killpg(pgid: int, signum: int) -> None:
     try:
         os.killpg(pgid, signum)
@@ -238,7 +328,9 @@ def _killpg(pgid: int, signum: int) -> None:
 
 
 class ForkedProcess:
-    """A Popen-like handle on a forked kernel; its exit status comes from the template."""
+    """A Popen-like handle on a forked kernel. Its status is read from ``/proc`` (a zombie's exit
+    status too) and, once its template has collected it, asked of the template: a template that
+    is stopped, busy or dead never holds up a status check."""
 
     stdin = stdout = stderr = None
 
@@ -246,18 +338,33 @@ class ForkedProcess:
         self.template = template
         self.pid = pid
         self.returncode: int | None = None
+        status = process_status(pid)
+        self._start = status[2] if status is not None else None  # which process the pid names
+        #: Why the exit status is unknown (then :attr:`returncode` only says that it ended), or "".
+        self.unknown = ""
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            try:
-                reply = self.template.request({"op": "status", "pid": self.pid})
-                self.returncode = reply["returncode"]
-            except (ForkServerError, KeyError):
-                # The template is gone, and with it (PR_SET_PDEATHSIG) the kernel: re-parented
-                # to this process when it is a subreaper (then its status is ours to collect),
-                # else to PID 1.
-                self.returncode = _orphan_status(self.pid)
+            self.returncode = self._status()
         return self.returncode
+
+    def _status(self) -> int | None:
+        status = process_status(self.pid)
+        if status is not None and status[2] == self._start:
+            state, parent, _, code = status
+            if state not in ("Z", "X"):
+                return None
+            if parent == os.getpid():  # its template died: it came to this process (a subreaper)
+                collected = _collect(self.pid)
+                code = collected if collected is not None else code
+            if code is not None:
+                return _returncode(code)
+        # Collected by its template (which keeps its status), or by no one this process can ask.
+        try:
+            return int(self.template.request({"op": "status", "pid": self.pid}, timeout=5)["returncode"])
+        except (ForkServerError, KeyError, TypeError, ValueError) as err:
+            self.unknown = f"its exit status is unknown: {err}"
+            return 1
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -266,6 +373,7 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
             time.sleep(0.02)
         assert self.returncode is not None
+        _reap_adopted(self.pid, self._start)
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
@@ -277,23 +385,41 @@ class ForkedProcess:
 
     def killed(self) -> None:
         """The caller saw this kernel die of its SIGKILL: no need to ask the template (which
-        collects the zombie in its loop)."""
+        collects the zombie in its loop; or this process, if it adopted the kernel)."""
         if self.returncode is None:
             self.returncode = -signal.SIGKILL
+        _reap_adopted(self.pid, self._start)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
 
 
-def _orphan_status(pid: int) -> int | None:
-    """The exit status of a kernel whose template died: None while it still runs."""
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # not ours: see whether it still exists (and is not a zombie)
-        table = process_table()
-        return None if pid in table and table[pid][1] not in "ZX" else -signal.SIGKILL
-    if done == 0:
-        return None
+def _reap_adopted(pid: int, start: int | None) -> None:
+    """Collect the kernel ``pid`` (started at ``start``) if it is a zombie of this process: a
+    subreaper adopts the kernels of a template that died, and no one else collects them."""
+    status = process_status(pid)
+    if status is not None and status[0] == "Z" and status[1] == os.getpid() and status[2] == start:
+        _collect(pid)
+
+
+def _collect(pid: int) -> int | None:
+    """``waitpid`` a zombie child of this process; its status, or None. A zombie thread-group
+    leader is collected only once its other threads are gone too: a second at most."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return status
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.001)
+
+
+def _returncode(status: int) -> int:
+    """A ``waitpid`` status in Popen's convention: -signal, or the exit code."""
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
@@ -328,20 +454,32 @@ class ForkServer:
         *,
         startup_timeout: float = 120.0,
         warn: Callable[[str], None] | None = None,
+        note: Callable[[str], None] | None = None,
         enabled: bool | None = None,
         per_session_env: Sequence[str] = (),
         kernel_arguments: Sequence[str] | None = KERNEL_ARGUMENTS,
+        env_drop: Sequence[str] = DEFAULT_ENV_DROP,
     ) -> None:
         self.startup_timeout = startup_timeout
+        #: Variables the templates (and so their kernels) never get: as a session's, see KernelSession.
+        self.env_drop = tuple(env_drop)
         self.kernel_arguments = None if kernel_arguments is None else tuple(kernel_arguments)
         self.warn = warn or logging.getLogger(__name__).warning
+        #: Says which preloads each kernel imports itself, and why (default: ``warn``).
+        self.note = note or self.warn
         self.enabled = sys.platform.startswith("linux") if enabled is None else enabled
         self.per_session_env = frozenset(PER_SESSION_ENV) | frozenset(per_session_env)
         self.templates: dict[Key, Template] = {}
+        #: Templates whose imported files changed: no more forks; closed once their kernels end.
+        self.retired: list[Template] = []
         #: The first reason each key launched normally (said once through ``warn``).
         self.fallbacks: dict[Key, str] = {}
         self._broken: set[Key] = set()
+        self.left_said: set[Key] = set()
         self._workdir: str | None = None
+        #: Templates that died or were stopped after they served, and how many per key.
+        self._abandoned: list[Template] = []
+        self._replaced: dict[Key, int] = {}
 
     def prepare(self, framework: FrameworkSpec) -> None:
         """Start the framework's template if need be, and return: its imports overlap other work."""
@@ -363,12 +501,14 @@ class ForkServer:
         except ForkServerError as err:
             self._fallback(key, str(err), broken=True)
             return False
+        self._say_left(key, template)
         return True
 
     def manager(self, framework: FrameworkSpec) -> AsyncKernelManager:
         """A manager for ``KernelSession(manager_factory=...)`` whose kernels fork from here."""
         return ForkedKernelManager(
-            kernel_name=framework.kernel, fork_server=self, preload=framework.preload
+            kernel_name=framework.kernel, fork_server=self, preload=framework.preload,
+            framework_env=framework.kernel_env(os.environ),
         )
 
     def _template(self, key: Key) -> Template:
@@ -377,11 +517,14 @@ class ForkServer:
         if key in self._broken:
             raise ForkServerError(self.fallbacks[key])
         template = self.templates.get(key)
+        if template is not None and template._ready and (why := template.gone()):
+            self._abandon(key, template, why)
+            template = None
         if template is None:
             if self._workdir is None:  # mode 0700; AF_UNIX paths must stay short
                 base = None if len(tempfile.gettempdir()) < 60 else "/tmp"
                 self._workdir = tempfile.mkdtemp(prefix="livecells-fork-", dir=base)
-            env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+            env = kept_environ(os.environ, (*self.env_drop, "PYTEST_CURRENT_TEST"))
             env.update({k: string.Template(v).safe_substitute(env) for k, v in key[2]})
             try:
                 template = Template(key[0], key[1], self._workdir, env, self.kernel_arguments)
@@ -390,12 +533,33 @@ class ForkServer:
             self.templates[key] = template
         return template
 
+    def _abandon(self, key: Key, template: Template, why: str) -> None:
+        """Put a template that served and then died or was stopped aside (its kernels live on
+        with their sessions); the next launch starts another, up to :data:`MAX_REPLACEMENTS`."""
+        del self.templates[key]
+        self._abandoned.append(template)
+        template.abandon()
+        self._replaced[key] = self._replaced.get(key, 0) + 1
+        if self._replaced[key] > MAX_REPLACEMENTS:
+            raise ForkServerError(f"{why}, for the {self._replaced[key]}th time")
+        logger.info("livecells: a fork-server template is replaced: %s", why)
+
     def _fallback(self, key: Key, reason: str, *, broken: bool) -> None:
         if broken:
             self._broken.add(key)
         if key not in self.fallbacks:
             self.fallbacks[key] = reason
             self.warn(f"kernels for {key[0]} {list(key[1])} start normally: {reason}")
+
+    def _say_left(self, key: Key, template: Template) -> None:
+        """Say once which preloads each kernel imports itself, and why."""
+        if template.left and key not in self.left_said:
+            self.left_said.add(key)
+            for name, why in template.left.items():
+                self.note(
+                    f"preload {name!r} ({key[0]}) is imported by each kernel, not shared by forking: "
+                    f"{why}; the modules it imports that do not are shared"
+                )
 
     async def launch(
         self,
@@ -419,9 +583,22 @@ class ForkServer:
         try:
             template = self._template(key)
             await template.wait_ready_async(self.startup_timeout)
+            changed = template.changed_file()
+            if changed is not None:
+                # Its kernels would run the old code: a new template reads the files again.
+                self._retire(key, template)
+                template = self._template(key)
+                await template.wait_ready_async(self.startup_timeout)
+                changed = template.changed_file()
         except ForkServerError as err:
             self._fallback(key, str(err), broken=True)
             raise
+        if changed is not None:
+            why = f"{changed} changed as the template imported it"
+            self._retire(key, template)
+            self._fallback(key, why, broken=False)
+            raise ForkServerError(why)
+        self._say_left(key, template)
         differs = sorted(
             name
             for name in set(env) | set(template.env)
@@ -429,6 +606,11 @@ class ForkServer:
         )
         if differs:
             why = f"the session's environment differs from the template's in {', '.join(differs)}"
+            self._fallback(key, why, broken=False)
+            raise ForkServerError(why)
+        own = own_copy(template.preload, cwd, template.files)
+        if own is not None:
+            why = f"the page's folder has its own {own}, which a fresh kernel imports"
             self._fallback(key, why, broken=False)
             raise ForkServerError(why)
         payload = {
@@ -439,16 +621,31 @@ class ForkServer:
         try:
             reply = await asyncio.to_thread(template.request, dict(payload, env=dict(env)), fds)
         except ForkServerError as err:
-            self._fallback(key, str(err), broken=True)
+            if not template.gone():  # else: this kernel starts normally, the next launch's
+                self._fallback(key, str(err), broken=True)  # template is a new one
             raise
         if "pid" not in reply:  # this session only (a missing cwd, say)
             raise ForkServerError(reply.get("error", "no pid"))
         template.launched.append(reply["pid"])
-        return ForkedProcess(template, reply["pid"])
+        process = ForkedProcess(template, reply["pid"])
+        template.starts[process.pid] = process._start
+        return process
+
+    def _retire(self, key: Key, template: Template) -> None:
+        """Fork no more from ``template`` (its kernels live on); close the retired templates
+        whose kernels have all ended."""
+        if self.templates.get(key) is template:
+            del self.templates[key]
+            self.retired.append(template)
+        for old in list(self.retired):
+            if all(ForkedProcess(old, pid).poll() is not None for pid in old.launched):
+                self.retired.remove(old)
+                old.close()
 
     def close(self) -> None:
         """Kill every template and every kernel forked from one; safe to call twice."""
-        templates, self.templates = list(self.templates.values()), {}
+        templates, self.templates = [*self.templates.values(), *self.retired, *self._abandoned], {}
+        self.retired, self._abandoned = [], []
         for template in templates:
             template.close()
         if self._workdir is not None:
@@ -467,13 +664,14 @@ def _key_of(framework: FrameworkSpec) -> Key | None:
 
     try:
         spec = KernelSpecManager().get_kernel_spec(framework.kernel)
-    except Exception:  # noqa: BLE001 - no such kernel: the session itself will say so
+    except Exception:  # no such kernel: the session itself will say so
         return None
-    return _key(spec.argv[0], spec.env, framework.preload)
+    return _key(spec.argv[0], {**framework.kernel_env(os.environ), **spec.env}, framework.preload)
 
 
 def _key(python: str, spec_env: Mapping[str, str], preload: Sequence[str]) -> Key:
-    """What a template is for: its python (as jupyter_client runs it), kernelspec env, preload."""
+    """What a template is for: its python (as jupyter_client runs it), the environment a
+    kernel gets beyond the build's (the framework's ``env``, then the kernelspec's), preload."""
     return (kernel_python(python), tuple(preload), tuple(sorted(spec_env.items())))
 
 
@@ -482,6 +680,7 @@ class ForkServerProvisioner(LocalProvisioner):  # type: ignore[misc]
 
     fork_server: ForkServer | None = None
     preload: tuple[str, ...] = ()
+    framework_env: dict[str, str] = {}  # replaced per kernel, never changed in place
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         if self.fork_server is None:
@@ -491,7 +690,7 @@ class ForkServerProvisioner(LocalProvisioner):  # type: ignore[misc]
             process = await self.fork_server.launch(
                 cmd,
                 preload=self.preload,
-                spec_env=self.kernel_spec.env if self.kernel_spec else {},
+                spec_env={**self.framework_env, **(self.kernel_spec.env if self.kernel_spec else {})},
                 cwd=cwd,
                 env=kwargs.get("env") or dict(os.environ),
                 stdout=kwargs.get("stdout"),
@@ -512,11 +711,17 @@ class ForkedKernelManager(AsyncKernelManager):
     """An AsyncKernelManager whose kernels come from a :class:`ForkServer`."""
 
     def __init__(
-        self, *, fork_server: ForkServer, preload: Sequence[str] = (), **kwargs: Any
+        self,
+        *,
+        fork_server: ForkServer,
+        preload: Sequence[str] = (),
+        framework_env: Mapping[str, str] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.fork_server = fork_server
         self.preload = tuple(preload)
+        self.framework_env = dict(framework_env or {})
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         metadata = self.kernel_spec.metadata if self.kernel_spec else {}
@@ -529,5 +734,6 @@ class ForkedKernelManager(AsyncKernelManager):
             )
             provisioner.fork_server = self.fork_server
             provisioner.preload = self.preload
+            provisioner.framework_env = self.framework_env
             self.provisioner = provisioner
         return await super()._async_pre_start_kernel(**kw)

@@ -1,10 +1,12 @@
 """Kernel side: the hook installed once in every kernel, before its first cell.
 
-Pre- and post-run hooks time every non-silent cell with ``perf_counter``; the post hook first
-runs the framework's sync code, so that queued device work counts, and then lets what C code
-wrote to fds 1 and 2 reach the cell. :func:`probe` reports the session's provenance at the end.
-What the build reads back lives in a module of its own, ``sys.modules["_livecells_kernel"]``
-(:data:`STATE`): ``last`` (the last cell's time), ``probe()``, ``sync_errors``, ``iopub_pipe``.
+Pre- and post-run hooks time every non-silent cell with ``perf_counter``, around the whole cell
+(a ``run_cell`` nested in it counts into its time); the post hook first runs the framework's
+sync code, so that queued device work counts, and then lets what C code wrote to fds 1 and 2
+reach the cell. :func:`probe` reports the session's provenance at the end. What the build
+reads back lives in a module of its own, ``sys.modules["_livecells_kernel"]`` (:data:`STATE`):
+``last`` ([execution count, seconds] of the last cell timed whole: the build shows a time only
+for the cell it names), ``probe()``, ``sync_errors``, ``iopub_pipe``.
 
 This file is not imported in the kernel: the kernel's Python need not have livecells installed
 (a kernelspec may name another interpreter). :class:`livecells.execute.kernel.KernelSession`
@@ -30,6 +32,8 @@ from typing import Any
 
 #: The module that holds what the build reads back (see :mod:`livecells.execute.kernel`).
 STATE = "_livecells_kernel"
+#: Where a fork server's template leaves what its imports printed (execute/template.py's name).
+PRELOAD_OUTPUT = "_livecells_preload_output"
 #: At most this many sync failures are kept, each message cut to :data:`SYNC_ERROR_CHARS`.
 SYNC_ERROR_LIMIT = 100
 SYNC_ERROR_CHARS = 500
@@ -38,14 +42,24 @@ SYNC_ERROR_CHARS = 500
 def new_state() -> types.ModuleType:
     """A fresh state module (not yet in ``sys.modules``)."""
     state = types.ModuleType(STATE)
-    state.last = None
+    state.last = None  # [execution count, seconds] of the last cell timed whole, or None
+    state.depth = 0  # run_cell calls open in the cell being timed (nested ones count into it)
+    state.request = None  # the execute request whose cell is being timed
+    state.cell = None  # that cell's execution count
     state.sync_errors = []
     return state
 
 
-def start(state: Any, clock: Callable[[], float] = time.perf_counter) -> None:
-    """The pre-run hook's work: the clock starts."""
-    state.t0 = clock()
+def start(
+    state: Any, cell: Any = None, request: Any = None, clock: Callable[[], float] = time.perf_counter
+) -> None:
+    """The pre-run hook's work: the clock starts for the cell (execution count ``cell``) of a new
+    execute ``request``; a ``run_cell`` nested in the cell being timed counts into it."""
+    if state.depth and request == state.request:
+        state.depth += 1
+        return
+    state.last = None  # whatever was measured before is not this cell's
+    state.depth, state.request, state.cell, state.t0 = 1, request, cell, clock()
 
 
 def finish(
@@ -54,14 +68,41 @@ def finish(
     result: Any = None,
     clock: Callable[[], float] = time.perf_counter,
     drain: Callable[[], None] | None = None,
+    request: Any = None,
 ) -> None:
-    """The post-run hook's work: sync the framework (compiled ``sync``), stop the clock, drain."""
+    """The post-run hook's work, at the end of the cell that :func:`start` began (not of a nested
+    ``run_cell``): sync the framework (compiled ``sync``), stop the clock, drain. ``last`` holds
+    the time only when the same cell started it: a cell that unregistered the pre-run hook,
+    or a post-run hook of a request whose start was not seen, measures nothing."""
+    if not state.depth or request != state.request:
+        return
+    state.depth -= 1
+    if state.depth:
+        return
     try:
         exec(sync, {"sys": sys})
     except BaseException as err:  # a failed sync must not hide the cell's own result
         record_sync_error(state, result, err)
-    state.last = clock() - state.t0
+    count = getattr(result, "execution_count", None)
+    state.last = [count, clock() - state.t0] if count == state.cell else None
     (drain or drain_fd_output)()
+
+
+def request_id(shell: Any) -> Any:
+    """The id of the execute request ``shell`` is running (ipykernel's parent header), or None."""
+    try:
+        return shell.parent_header["header"]["msg_id"]
+    except Exception:
+        return None
+
+
+def cell_count(shell: Any, info: Any) -> Any:
+    """The execution count of the cell that ``info`` (IPython's pre-run event) announces: the
+    shell counted it already when it keeps history."""
+    count = getattr(shell, "execution_count", None)
+    if isinstance(count, int) and getattr(info, "store_history", False):
+        return count - 1
+    return count
 
 
 def record_sync_error(state: Any, result: Any, err: BaseException) -> None:
@@ -166,9 +207,10 @@ def version(module: str) -> str:
 
 
 def probe(state: Any, gpu_used: Any, version_module: str) -> dict[str, Any]:
-    """The session's provenance as the kernel sees it (``gpu_used``: a compiled expression)."""
+    """The session's provenance as the kernel sees it (``gpu_used``: a compiled expression, or
+    None when the framework cannot tell: then ``gpu_used`` is None)."""
     try:
-        used = bool(eval(gpu_used, {"sys": sys}))
+        used = None if gpu_used is None else bool(eval(gpu_used, {"sys": sys}))
     except Exception:
         used = False
     return {
@@ -230,6 +272,309 @@ def iopub_pipe_to_ipc() -> str:
     return address
 
 
+def import_printing(preload: Iterable[str]) -> list[list[str]]:
+    """Import ``preload``; what it wrote (by Python to ``sys.stdout``/``sys.stderr``, by C to
+    fds 1 and 2) as ``[stream name, text]`` pairs. The stream objects stay the kernel's own (an
+    import may keep them, as a logging handler does): only their ``write`` is taken meanwhile."""
+    import tempfile
+
+    output: list[list[str]] = []
+    streams = {"stdout": sys.stdout, "stderr": sys.stderr}
+    for stream in streams.values():
+        stream.flush()
+    files = {fd: tempfile.TemporaryFile() for fd in (1, 2)}
+    saved = {fd: os.dup(fd) for fd in files}
+    for fd, file in files.items():
+        os.dup2(file.fileno(), fd)
+
+    def writer(name: str) -> Callable[[str], int]:
+        def write(text: str) -> int:
+            output.append([name, str(text)])
+            return len(text)
+
+        return write
+
+    for name, stream in streams.items():
+        try:  # ipykernel's OutStream takes it; a stream that does not is left as it is
+            stream.write = writer(name)
+        except (AttributeError, TypeError):
+            pass
+    try:
+        for module in preload:
+            importlib.import_module(module)
+    finally:
+        for stream in streams.values():
+            getattr(stream, "__dict__", {}).pop("write", None)
+        for (fd, file), name in zip(files.items(), ("stdout", "stderr")):
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
+            file.seek(0)
+            text = file.read().decode(errors="replace")
+            file.close()
+            if text:
+                output.append([name, text])
+    return output
+
+
+def show_pending(state: Any) -> None:
+    """Write what the preloads printed into the cell that runs now (the first), once; into the
+    streams' buffers, which the kernel flushes when it would have flushed the import's output."""
+    pending, state.pending = getattr(state, "pending", []), []
+    for name, text in pending:
+        getattr(sys, name).write(text)
+
+
+#: What a cell may send the build, cut here before it is sent (the build's Jupyter client reads
+#: each message whole, several times its size in memory): per stream and cell, and per error's
+#: message and traceback, the larger of STREAM_FACTOR times ``livecells_output_limit`` and
+#: STREAM_MIN characters; per value of a display or a result, VALUE_CAP characters (a 10 MiB
+#: image in base64 fits); per cell, MAX_DISPLAYS displays (and as many ``clear_output``).
+STREAM_FACTOR = 10
+STREAM_MIN = 1 << 20
+VALUE_CAP = 16 << 20
+MAX_DISPLAYS = 10_000
+#: Whatever else a kernel publishes (comm messages, metadata, a child process's output): at most
+#: MAX_MESSAGE_BYTES a message and MAX_MESSAGES messages a cell, status messages aside.
+MAX_MESSAGE_BYTES = 32 << 20
+MAX_MESSAGES = 100_000
+#: The execute reply's payloads (``set_next_input``, pages): each at most the stream budget,
+#: at most MAX_PAYLOADS a cell.
+MAX_PAYLOADS = 100
+
+
+def _size(value: Any) -> int:
+    """Characters of a mime value (a string or a list of strings); 0 for other JSON."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(len(v) for v in value if isinstance(v, str))
+    return 0
+
+
+def cap_bundle(data: Any) -> Any:
+    """``data`` (a mime bundle) with each value over :data:`VALUE_CAP` replaced by a note, in place."""
+    if not isinstance(data, dict):
+        return data
+    for mime in [m for m, v in data.items() if _size(v) > VALUE_CAP]:
+        size = _size(data.pop(mime))
+        data["text/plain"] = (
+            f"[livecells: a {mime} output of {size:,} characters was not sent: "
+            f"the limit is {VALUE_CAP:,}]"
+        )
+    return data
+
+
+def cap_text(text: str, limit: int = VALUE_CAP) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[livecells: {len(text) - limit:,} more characters were not sent]"
+
+
+def cap_lines(lines: Sequence[str], limit: int) -> list[str]:
+    """Traceback lines, at most ``limit`` characters in all."""
+    kept, left = [], limit
+    for line in lines:
+        text = str(line)
+        if len(text) > left:
+            kept.append(cap_text(text, left))
+            break
+        kept.append(text)
+        left -= len(text)
+    return kept
+
+
+class OutputBudget:
+    """ipykernel message hooks (its public ``register_hook``) that cut a cell's output before it
+    is sent: streams past their budget, displays past :data:`MAX_DISPLAYS`, values past
+    :data:`VALUE_CAP`. A cell is an execute request (the messages' parent)."""
+
+    def __init__(self, limit: int) -> None:
+        self.stream_budget = max(STREAM_FACTOR * limit, STREAM_MIN)
+        self.request: Any = None
+        self.sent: dict[Any, int] = {}
+        self.displays = self.clears = 0
+
+    def _cell(self, msg: dict[str, Any]) -> None:
+        request = (msg.get("parent_header") or {}).get("msg_id")
+        if request != self.request:
+            self.request, self.sent, self.displays, self.clears = request, {}, 0, 0
+
+    def stream(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A stream message, cut where the cell's stream passes its budget; None after that."""
+        self._cell(msg)
+        content = msg.get("content") or {}
+        name, text = content.get("name"), content.get("text")
+        if not isinstance(text, str):
+            return msg
+        sent = self.sent.get(name, 0)
+        if sent > self.stream_budget:
+            return None
+        self.sent[name] = sent + len(text)
+        if self.sent[name] > self.stream_budget:
+            content["text"] = text[: self.stream_budget - sent] + (
+                f"\n[livecells: this cell's {name} went on past {self.stream_budget:,} characters; "
+                "the rest was not sent]\n"
+            )
+        return msg
+
+    def display(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A display message with its values capped; None past the cell's :data:`MAX_DISPLAYS`
+        (and ``clear_output`` past as many: a flood of small messages fills memory too)."""
+        self._cell(msg)
+        content = msg.get("content") or {}
+        if "data" not in content:  # clear_output
+            self.clears += 1
+            return msg if self.clears <= MAX_DISPLAYS else None
+        self.displays += 1
+        if self.displays > MAX_DISPLAYS + 1:
+            return None
+        if self.displays > MAX_DISPLAYS:
+            content["data"] = {
+                "text/plain": f"[livecells: this cell's displays went on past {MAX_DISPLAYS:,}; "
+                "the rest were not sent]"
+            }
+            content["transient"] = {}
+            msg.setdefault("header", {})["msg_type"] = msg["msg_type"] = "display_data"
+            return msg
+        cap_bundle(content["data"])
+        return msg
+
+
+def bound_output(shell: Any, limit: int) -> OutputBudget:
+    """Install :class:`OutputBudget`'s hooks on the kernel's streams and display publisher, and
+    cap the values of results (the display formatter) and of errors (the traceback shown)."""
+    import json
+    import threading
+
+    budget = OutputBudget(limit)
+    for stream in (sys.stdout, sys.stderr):
+        if not hasattr(stream, "register_hook"):
+            continue
+        stream.register_hook(budget.stream)  # hooks are per thread: where a flush runs
+        thread = getattr(stream, "pub_thread", None)
+        if thread is not None and hasattr(thread, "schedule"):  # ipykernel's IO thread
+            done = threading.Event()
+
+            def register(stream: Any = stream, done: threading.Event = done) -> None:
+                stream.register_hook(budget.stream)
+                done.set()
+
+            thread.schedule(register)
+            done.wait(5)
+    publisher = getattr(shell, "display_pub", None)
+    if hasattr(publisher, "register_hook"):
+        publisher.register_hook(budget.display)
+    formatter = getattr(shell, "display_formatter", None)
+    if formatter is not None:
+        formatted = formatter.format
+
+        def format(obj: Any, include: Any = None, exclude: Any = None) -> Any:
+            data, metadata = formatted(obj, include=include, exclude=exclude)
+            return cap_bundle(data), metadata
+
+        formatter.format = format
+    shown = getattr(shell, "_showtraceback", None)
+    if shown is not None:
+
+        def showtraceback(etype: Any, evalue: Any, stb: Any) -> Any:
+            try:
+                evalue = cap_text(str(evalue), budget.stream_budget)
+            except Exception:
+                pass
+            return shown(etype, evalue, cap_lines(stb or [], budget.stream_budget))
+
+        shell._showtraceback = showtraceback
+    payloads = getattr(shell, "payload_manager", None)
+    if payloads is not None:  # what the execute reply carries besides the status (set_next_input, pages)
+        write = payloads.write_payload
+
+        def write_payload(data: Any, single: bool = True) -> Any:
+            try:
+                size = len(json.dumps(data, default=str))
+            except Exception:
+                size = 0
+            if size > budget.stream_budget or len(payloads.read_payload()) >= MAX_PAYLOADS:
+                print(f"[livecells: a payload of {size:,} characters was not sent]", file=sys.stderr)
+                return None
+            return write(data, single=single)
+
+        payloads.write_payload = write_payload
+    try:
+        bound_iopub(budget)
+    except Exception:  # not ipykernel's layout: the hooks above still hold
+        pass
+    return budget
+
+
+def _nbytes(part: Any) -> int:
+    return part.nbytes if isinstance(part, memoryview) else len(part)
+
+
+def bound_iopub(budget: OutputBudget) -> bool:
+    """Wrap the kernel's IOPub thread's ``send_multipart``, which every message it publishes
+    passes: one over :data:`MAX_MESSAGE_BYTES`, or past a cell's :data:`MAX_MESSAGES` (status
+    messages aside, the build waits for them), is not sent; a note on stderr says so, once."""
+    import json
+    import threading
+
+    from ipykernel.kernelapp import IPKernelApp
+
+    app = IPKernelApp.instance()
+    thread, session = getattr(app, "iopub_thread", None), getattr(app, "session", None)
+    if thread is None or session is None:
+        return False
+    send = thread.send_multipart
+    lock = threading.Lock()
+    counts: dict[Any, int] = {}
+
+    def note(idents: list[Any], parent: dict[str, Any], text: str) -> None:
+        msg = session.msg("stream", {"name": "stderr", "text": f"[livecells: {text}]\n"}, parent=parent)
+        send(session.serialize(msg, ident=idents))
+
+    def bounded(parts: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            at = next(i for i, part in enumerate(parts) if isinstance(part, bytes) and part == b"<IDS|MSG>")
+            msg_type = json.loads(parts[at + 2]).get("msg_type")
+            parent = json.loads(parts[at + 3])
+            request = parent.get("msg_id")
+        except Exception:
+            return send(parts, *args, **kwargs)
+        if msg_type == "status":
+            return send(parts, *args, **kwargs)
+        size = sum(_nbytes(part) for part in parts)
+        with lock:
+            if request not in counts:
+                counts.clear()  # one cell at a time
+            counts[request] = count = counts.get(request, 0) + 1
+        if count > MAX_MESSAGES:
+            if count == MAX_MESSAGES + 1:
+                note(parts[:at], parent, f"this cell's messages went on past {MAX_MESSAGES:,}; the rest "
+                     "were not sent")
+            return None
+        if size > MAX_MESSAGE_BYTES:
+            note(parts[:at], parent, f"a {msg_type} message of {size:,} bytes was not sent: the limit "
+                 f"is {MAX_MESSAGE_BYTES:,}")
+            return None
+        return send(parts, *args, **kwargs)
+
+    thread.send_multipart = bounded
+    return True
+
+
+def cap_error(result: Any, limit: int) -> None:
+    """The cell's exception, if its message is over ``limit`` characters, replaced by one of the
+    same name with the message cut (ipykernel's reply repeats the message whole)."""
+    err = getattr(result, "error_in_exec", None)
+    if err is None:
+        return
+    try:
+        text = str(err)
+    except Exception:
+        return
+    if len(text) > limit:
+        result.error_in_exec = type(type(err).__name__, (Exception,), {})(cap_text(text, limit))
+
+
 def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> types.ModuleType:
     """The state module, in ``sys.modules``, and the timing hooks, registered with ``shell``.
 
@@ -239,13 +584,17 @@ def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> ty
     state = new_state()
     sys.modules[STATE] = state
     sync_code = compile(sync or "pass", "<livecells-sync>", "exec")
-    gpu_code = compile(gpu_used or "False", "<livecells-gpu>", "eval")
+    gpu_code = compile(gpu_used, "<livecells-gpu>", "eval") if gpu_used.strip() else None
 
     def pre(info: Any = None) -> None:
-        start(state)
+        show_pending(state)
+        start(state, cell_count(shell, info), request_id(shell))
 
     def post(result: Any = None) -> None:
-        finish(state, sync_code, result)
+        finish(state, sync_code, result, request=request_id(shell))
+        budget = getattr(state, "budget", None)
+        if budget is not None:
+            cap_error(result, budget.stream_budget)
 
     state.probe = lambda: probe(state, gpu_code, version_module)
     shell.events.register("pre_run_cell", pre)
@@ -253,10 +602,19 @@ def register(shell: Any, *, sync: str, gpu_used: str, version_module: str) -> ty
     return state
 
 
-def install(shell: Any, *, sync: str, gpu_used: str, preload: Iterable[str], version_module: str) -> None:
-    """What the kernel runs once: :func:`register`, the IOPub pipe moved, the kernel made a
-    subreaper, the framework's ``preload`` imported."""
+def install(
+    shell: Any,
+    *,
+    sync: str,
+    gpu_used: str,
+    preload: Iterable[str],
+    version_module: str,
+    output_limit: int = 100_000,
+) -> None:
+    """What the kernel runs once: :func:`register`, the output bounded (:func:`bound_output`),
+    the IOPub pipe moved, the kernel made a subreaper, the framework's ``preload`` imported."""
     state = register(shell, sync=sync, gpu_used=gpu_used, version_module=version_module)
+    state.budget = bound_output(shell, output_limit)
     try:
         state.iopub_pipe = iopub_pipe_to_ipc()
     except Exception:
@@ -267,5 +625,7 @@ def install(shell: Any, *, sync: str, gpu_used: str, preload: Iterable[str], ver
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except Exception:
         pass
-    for name in preload:
-        importlib.import_module(name)
+    # What the template's shared imports printed, then what the rest of the preload prints here
+    # (its shell now exists): shown with the first cell, as where a fresh kernel imports it.
+    stash = sys.modules.pop(PRELOAD_OUTPUT, None)
+    state.pending = [*getattr(stash, "output", []), *import_printing(preload)]

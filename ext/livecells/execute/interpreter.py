@@ -30,7 +30,7 @@ def version(
     ``__init__`` may be a book's own code, with side effects in the build's process).
 
     ``providers``: which distributions provide each top-level module (reading it opens every
-    installed distribution's file list, ~0.6 s with torch and mxnet installed): asked only for a
+    installed distribution's file list, slow where many are installed): asked only for a
     module in site-packages whose distribution has another name (``PIL``, of Pillow).
     """
     top = module.partition(".")[0]

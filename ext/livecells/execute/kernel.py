@@ -34,7 +34,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
 from livecells.execute import hook
-from livecells.execute.outputs import OutputCollector, SessionDisplays
+from livecells.execute.iopub import OutputCollector, SessionDisplays
 from livecells.execute.reaper import (
     SESSION_VARIABLE,
     Guard,
@@ -44,8 +44,10 @@ from livecells.execute.reaper import (
     process_table,
     reap,
 )
+from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 from livecells.model.frameworks import FrameworkSpec
-from livecells.model.records import CellRecord
+from livecells.model.records import CellRecord, Probe
+from livecells.model.vocabulary import CellStatus
 
 
 @functools.cache
@@ -54,7 +56,7 @@ def hook_source() -> str:
     return Path(hook.__file__).read_text(encoding="utf-8")
 
 
-def hook_request(framework: FrameworkSpec) -> str:
+def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
     """The expression sent with the launch (a user expression of an empty silent cell): the
     hook's file run in a namespace of its own (never the user's), then
     :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
@@ -63,22 +65,37 @@ def hook_request(framework: FrameworkSpec) -> str:
     """
     call = (
         f"install(get_ipython(), sync={framework.sync!r}, gpu_used={framework.gpu_used!r}, "
-        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r})"
+        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r}, "
+        f"output_limit={int(output_limit)!r})"
     )
     program = f"{hook_source()}\n{call}\n"  # after the file's last line: its line numbers hold
     namespace = f"{{'get_ipython': get_ipython, '__name__': {hook.STATE!r}}}"
     return f"exec(compile({program!r}, {hook.__file__!r}, 'exec'), {namespace})"
 
 
-def _probe_value(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The probe's user expression as data ({} if it failed)."""
+def _probe_value(result: Mapping[str, Any]) -> Probe:
+    """The probe's user expression as a :class:`Probe` (an empty one if it failed)."""
     if result.get("status") != "ok":
-        return {}
+        return Probe()
     try:  # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
         value = json.loads(ast.literal_eval(result["data"]["text/plain"]))
     except (KeyError, TypeError, ValueError, SyntaxError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return Probe()
+    return Probe.from_json(value)
+
+
+def _measured(result: Mapping[str, Any], count: Any) -> float | None:
+    """The time the hook measured for the cell of execution count ``count``, or None: a time
+    measured for another cell (the cell unregistered the hook's events) is never its own."""
+    if result.get("status") != "ok":
+        return None
+    try:  # the repr of [count, seconds]: read as a literal, never evaluated
+        measured_count, seconds = ast.literal_eval(result["data"]["text/plain"])
+    except (KeyError, TypeError, ValueError, SyntaxError):
+        return None
+    if measured_count != count or count is None or not isinstance(seconds, (int, float)):
+        return None
+    return float(seconds)
 
 
 #: Given to every kernel livecells starts. Its input history lives in memory, for this session
@@ -141,6 +158,7 @@ class KernelSession:
         extra_env: Mapping[str, str] | None = None,
         manager_factory: Callable[[FrameworkSpec], AsyncKernelManager] | None = None,
         guard: Guard | None = None,
+        env_drop: Sequence[str] = DEFAULT_ENV_DROP,
     ) -> None:
         self.framework = framework
         self.cwd = str(cwd)
@@ -149,6 +167,8 @@ class KernelSession:
         self.output_limit = output_limit
         self.startup_timeout = startup_timeout
         self.extra_env = dict(extra_env or {})
+        #: Patterns of the build's variables that the kernel does not get (livecells_env_drop).
+        self.env_drop = tuple(env_drop)
         #: Makes the kernel manager (e.g. ``ForkServer.manager``); default: a plain AsyncKernelManager.
         self.manager_factory = manager_factory
         #: Kills the kernel's process tree if the build dies before :meth:`shutdown` runs.
@@ -169,7 +189,7 @@ class KernelSession:
         self.kernelspec: dict[str, str] = {}
         #: Display ids across the session's cells: a later cell's update changes an earlier one.
         self.displays = SessionDisplays()
-        self._probed: dict[str, Any] | None = None
+        self._probed: Probe | None = None
 
     async def __aenter__(self) -> KernelSession:
         try:
@@ -183,7 +203,8 @@ class KernelSession:
         await self.shutdown()
 
     def _environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = kept_environ(os.environ, self.env_drop)
+        env.update(self.framework.kernel_env(os.environ))  # the framework's, where unset
         env.update(self.extra_env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in self.devices)
         env[SESSION_VARIABLE] = self.token
@@ -249,7 +270,8 @@ class KernelSession:
         # kernel answers once it is up). It is a user expression of an empty silent cell, not
         # the cell's code: the kernel then neither transforms nor hashes its ~10 kB of source
         # (~12 ms of each start, measured). Its own IOPub status messages then prove IOPub.
-        hook_id = self._send("", silent=True, user_expressions={"hook": hook_request(self.framework)})
+        request = hook_request(self.framework, self.output_limit)
+        hook_id = self._send("", silent=True, user_expressions={"hook": request})
         started = time.monotonic()
         reply = await self._shell_reply(hook_id, self.startup_timeout)
         content = reply["content"]
@@ -381,6 +403,8 @@ class KernelSession:
         code = process.poll() if process is not None else None
         if code is None:
             return "the kernel died"
+        if getattr(process, "unknown", ""):  # a forked kernel whose template is gone
+            return f"the kernel died ({process.unknown})"
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -407,7 +431,7 @@ class KernelSession:
             await self._interrupt(msg_id, collector)
             interrupted = collector.error or {}
             return CellRecord(
-                status="timeout",
+                status=CellStatus.TIMEOUT,
                 outputs=collector.outputs,
                 error={
                     "ename": "CellTimeoutError",
@@ -419,28 +443,22 @@ class KernelSession:
         except KernelDied as died:
             self.broken = str(died)
             return CellRecord(
-                status="died",
+                status=CellStatus.DIED,
                 outputs=collector.outputs,
                 error={"ename": "DeadKernelError", "evalue": str(died), "traceback": []},
             )
         content = reply["content"]
-        elapsed = None
         values = content.get("user_expressions", {})
         if not values.get("time"):
             # ipykernel skips user_expressions after an error; ask for them separately.
             followup = await self._request("pass", silent=True, timeout=30, user_expressions=expressions)
             values = followup["content"].get("user_expressions", {})
-        measured = values.get("time", {})
         if last:
             self._probed = _probe_value(values.get("probe", {}))
-        if measured.get("status") == "ok":
-            try:
-                elapsed = float(measured["data"]["text/plain"])
-            except (KeyError, ValueError):
-                elapsed = None
-        status = "ok" if content.get("status") == "ok" else "error"
+        elapsed = _measured(values.get("time", {}), content.get("execution_count"))
+        status = CellStatus.OK if content.get("status") == "ok" else CellStatus.ERROR
         error = collector.error
-        if status == "error" and error is None:
+        if status == CellStatus.ERROR and error is None:
             error = {
                 "ename": content.get("ename", "Error"),
                 "evalue": content.get("evalue", ""),
@@ -469,7 +487,7 @@ class KernelSession:
             self._kill_processes()
             await self.km.shutdown_kernel(now=True)
 
-    async def probe(self) -> dict[str, Any]:
+    async def probe(self) -> Probe:
         """The session's provenance as the kernel sees it (versions, host, whether a GPU was used);
         read with the last cell when it ran with ``last=True``."""
         if self._probed is not None:

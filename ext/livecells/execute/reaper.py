@@ -45,7 +45,7 @@ def prctl(option: int, value: int) -> bool:
         return False
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
-    except Exception:  # noqa: BLE001 - no libc prctl
+    except Exception:  # no libc prctl
         return False
 
 
@@ -92,6 +92,17 @@ def process_start(pid: int) -> int | None:
     return int(rest[19])
 
 
+def process_status(pid: int) -> tuple[str, int, int, int | None] | None:
+    """``pid``'s state letter, parent pid, start time and, once it is a zombie, its exit status
+    as ``waitpid`` gives it (None before, or where /proc does not say); None if it is gone.
+    Read from ``/proc`` alone: it never waits on the process's parent."""
+    rest = _stat_fields(pid)  # state, ppid, ... starttime (field 22) ... exit_code (field 52)
+    if rest is None or len(rest) < 20:
+        return None
+    code = int(rest[49]) if len(rest) > 49 and rest[0] in (b"Z", b"X") else None
+    return rest[0].decode(errors="replace"), int(rest[1]), int(rest[19]), code
+
+
 def descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
     """Living (not zombie) descendants of ``root``, parents before children."""
     table = process_table() if table is None else table
@@ -135,7 +146,7 @@ def kill_tree(
             try:
                 found = [pid for pid in descendants(root, table) if pid != os.getpid()]
                 failure = None
-            except Exception as err:  # noqa: BLE001 - /proc changed under the walk: walk again
+            except Exception as err:  # /proc changed under the walk: walk again
                 found, failure = [], err
             table = None
             if not found and failure is None:
@@ -209,7 +220,7 @@ def _surviving(kill: Callable[..., object], what: object) -> None:
     not end the guard, which goes on to the next tree."""
     try:
         kill(what)
-    except Exception:  # noqa: BLE001 - the guard's last duty is to kill all it can
+    except Exception:  # the guard's last duty is to kill all it can
         import traceback
 
         traceback.print_exc()

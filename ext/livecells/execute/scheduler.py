@@ -16,16 +16,18 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from jupyter_client.kernelspec import NoSuchKernel
 
 from livecells import __version__
 from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
 from livecells.execute.kernel import KernelSession
+from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import SessionPlan
-from livecells.model.records import CellRecord, Provenance, SessionRecord
+from livecells.model.records import CellRecord, Probe, Provenance, SessionRecord, session_status
+from livecells.model.vocabulary import CellStatus
 
 if TYPE_CHECKING:
     from livecells.execute.forkserver import ForkServer
@@ -45,6 +47,7 @@ class SessionJob:
     output_limit: int
     log_path: str | None = None
     run_id: str = ""  # the build's: every record says which build made it
+    env_drop: tuple[str, ...] = DEFAULT_ENV_DROP  # names of variables kept from the kernel
 
     @property
     def weight(self) -> int:
@@ -178,7 +181,32 @@ def now_iso() -> str:
 
 
 def _not_run(reason: str) -> CellRecord:
-    return CellRecord(status="not-run", error={"ename": "NotRun", "evalue": reason, "traceback": []})
+    return CellRecord(status=CellStatus.NOT_RUN, error={"ename": "NotRun", "evalue": reason, "traceback": []})
+
+
+def not_run_results(job: SessionJob, reason: str, first: CellRecord | None = None) -> dict[int, CellRecord]:
+    """Every cell of the session not run for ``reason``; its first cell ``first``, if given."""
+    results = {cell.index: _not_run(reason) for cell in job.plan.cells}
+    if first is not None and job.plan.cells:
+        results[job.plan.cells[0].index] = first
+    return results
+
+
+def failed_record(job: SessionJob, message: str, duration: float = 0.0) -> SessionRecord:
+    """The record of a session that could not run at all (status ``failed``), on no device."""
+    record = session_record(job, Lease(()), not_run_results(job, message), Probe(), message, duration)
+    record.provenance = replace(record.provenance, device="", host="", device_kind="")
+    return record
+
+
+def lost_record(job: SessionJob, why: str, duration: float, host: str = "") -> SessionRecord:
+    """A session whose process died under it, outside the kernel (an executor's worker):
+    reported like a dying kernel, at its first cell; ``host``: where it was lost."""
+    died = CellRecord(status=CellStatus.DIED, error={"ename": "DeadKernelError", "evalue": why, "traceback": []})
+    results = not_run_results(job, "not run: the worker running the session died", died)
+    record = session_record(job, Lease(()), results, Probe(), None, duration)
+    record.provenance = replace(record.provenance, device="", device_kind="", host=host)
+    return record
 
 
 async def start_session(
@@ -191,6 +219,7 @@ async def start_session(
         devices=lease.cuda_visible_devices,
         log_path=job.log_path,
         output_limit=job.output_limit,
+        env_drop=job.env_drop,
     )
     try:
         await kernel.start()
@@ -212,7 +241,7 @@ async def run_session(
     plan = job.plan
     started = time.perf_counter()
     results: dict[int, CellRecord] = {}
-    probe: dict[str, Any] = {}
+    probe = Probe()
     message: str | None = None
     budget = plan.settings.timeout  # the page's budget for its cells, if it set one
     try:
@@ -234,7 +263,7 @@ async def run_session(
                 results[cell.index] = await session.run_cell(cell.code, timeout, last=last)
             if not session.broken:
                 probe = await session.probe()
-            probe["kernelspec"] = session.kernelspec
+            probe = replace(probe, kernelspec=session.kernelspec)
         finally:
             await session.shutdown()
     except NoSuchKernel:
@@ -242,7 +271,7 @@ async def run_session(
     except (RuntimeError, OSError, asyncio.TimeoutError) as err:
         what = "failed during the session" if results else "could not be started"
         message = f"the {job.framework.name} kernel {what}: {err or type(err).__name__}"
-    except Exception as err:  # noqa: BLE001 - a problem of one session must not end the build
+    except Exception as err:  # a problem of one session must not end the build
         message = f"livecells could not run the session: {type(err).__name__}: {err}"
     for cell in plan.cells:
         results.setdefault(cell.index, _not_run(message or "not run"))
@@ -253,7 +282,7 @@ def session_record(
     job: SessionJob,
     lease: Lease,
     results: dict[int, CellRecord],
-    probe: dict[str, Any],
+    probe: Probe,
     message: str | None,
     duration: float,
 ) -> SessionRecord:
@@ -262,9 +291,8 @@ def session_record(
     # The framework's sync code failed after these cells (by execution count): their time may
     # leave out queued device work.
     sync_errors: dict[int, str] = {}
-    for entry in probe.get("sync_errors") or []:
-        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int):
-            sync_errors.setdefault(entry[0], str(entry[1]))
+    for count, error in probe.sync_errors:
+        sync_errors.setdefault(count, error)
     cells = []
     for cell in plan.cells:
         result = results[cell.index]
@@ -275,39 +303,32 @@ def session_record(
                 index=cell.index,
                 code_sha=cell.code_sha,
                 sync_error=sync_errors.get(count) if isinstance(count, int) else None,
-                expected=result.status == "error" and cell.expects(result.ename),
+                expected=result.status == CellStatus.ERROR and cell.expects(result.ename),
             )
         )
-    gpu_used = bool(probe.get("gpu_used")) and bool(lease.gpus)
-    device = ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
-    statuses = {c.status for c in cells if not c.expected}
-    if message:
-        status = "failed"
-    elif statuses & {"died", "timeout"}:
-        status = "crashed" if "died" in statuses else "timeout"
-    elif "error" in statuses:
-        status = "error"
-    else:
-        status = "ok"
+    gpu_used = probe.gpu_used is True and bool(lease.gpus)
+    # A framework that cannot say whether it used its leased GPU names no device (not the CPU).
+    unknown = bool(lease.gpus) and probe.gpu_used is None
+    device = "" if unknown else ", ".join(_gpu_names(lease.gpus)) if gpu_used else cpu_name()
     return SessionRecord(
         framework=job.framework.name,
         key=job.key,
         environment=job.environment,
-        status=status,
+        status=session_status(cells, message),
         message=message,
         duration=round(duration, 4),
         cells=cells,
         run_id=job.run_id,
         provenance=Provenance(
             date=now_iso(),
-            host=probe.get("host") or socket.gethostname(),
+            host=probe.host or socket.gethostname(),
             device=device,
-            device_kind="gpu" if gpu_used else "cpu",
+            device_kind="" if unknown else "gpu" if gpu_used else "cpu",
             device_count=len(lease.gpus) if gpu_used else 0,
-            framework_version=probe.get("framework_version", ""),
-            python=probe.get("python", ""),
+            framework_version=probe.framework_version,
+            python=probe.python,
             kernel=job.framework.kernel,
-            kernelspec=probe.get("kernelspec") or {},
+            kernelspec=dict(probe.kernelspec),
             livecells=__version__,
             devices_leased=job.gpus,
         ),

@@ -4,10 +4,17 @@ A template imports ipykernel and a framework once, then forks a kernel per launc
 child leaves the template's loop, becomes a fresh kernel (own session, environment, cwd,
 streams, random seeds) and runs ipykernel. The launcher starts it as
 ``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON [KERNEL_ARGS_JSON]``
+(``MODULES_JSON``: ``{"kernel": [...], "preload": [...]}``)
 (:data:`BOOT` runs this file by its path, in ``__main__``, as ``python template.py`` would,
 without putting this file's folder on ``sys.path``). With ``KERNEL_ARGS_JSON`` (the arguments
 every launch passes after ``-f CONNECTION_FILE``) it also pre-initialises the kernels' app and
 shell (:mod:`.preinit`).
+
+A preload is shared only where that changes nothing a cell can see (:func:`shareable`): what it
+imports that asks for IPython's shell as it is imported (``matplotlib_inline``'s backend registers
+the inline figure hook, ``tqdm.autonotebook`` picks its notebook bar), and what imports that, is
+left to each kernel, which imports the preload once its shell exists (``hook.install``). What the
+shared imports print is shown with the kernel's first cell, as a fresh kernel's first import.
 
 It runs in the kernel's own Python, which need not have livecells installed: it imports only the
 standard library, and :mod:`livecells.execute.reaper` and :mod:`livecells.execute.preinit`
@@ -33,7 +40,9 @@ import os
 import random  # noqa: F401 - reseeded in every child (sys.modules["random"]), see reseed()
 import select
 import signal
+import site
 import socket
+import sysconfig
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -70,7 +79,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     frames before it becomes a kernel, so that cells run at a normal kernel's stack depth.
     """
     global _stopping
-    path, parent, preload = argv[0], int(argv[1]), json.loads(argv[2])
+    path, parent, modules = argv[0], int(argv[1]), json.loads(argv[2])
     kernel_args = json.loads(argv[3]) if len(argv) > 3 else None
     # Die with the launcher, even in the middle of a slow import; and adopt the orphans of
     # kernels that die (they are killed in _reap).
@@ -86,11 +95,17 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     prepared = {"args": kernel_args, "env": dict(environ)}
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    problem = None
+    problem, left = None, {}
     try:
-        for name in preload:
+        for name in modules["kernel"]:
             importlib.import_module(name)
-        problem = _cuda_touched()
+        roots, left = shareable(modules["preload"])
+        before = set(sys.modules)
+        with captured() as output:
+            for name in roots:
+                importlib.import_module(name)
+        problem = _cuda_touched() or _unshared_imported(set(sys.modules) - before, left)
+        _stash_output(output)
     except BaseException:  # noqa: BLE001 - any import failure is reported, not raised
         problem = "a preload import failed:\n" + traceback.format_exc(limit=-3)
     # The kernels' app configuration and shell, the same for every child: built once, here.
@@ -101,7 +116,10 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
         listener.bind(path)
         listener.listen(64)
     sys.stdout.flush()  # before any fork: nothing buffered may be written twice
-    os.write(ready, (json.dumps({"error": problem}) + "\n").encode())
+    # The files the kernels will run as the template read them: a launcher must not fork from a
+    # template whose imported code has changed since (see ForkServer.launch).
+    files = imported_files(sys.modules, installed_folders()) if problem is None else {}
+    os.write(ready, (json.dumps({"error": problem, "files": files, "left": left}) + "\n").encode())
     os.close(ready)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -137,7 +155,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
             with conn:
                 become = _serve(conn, listener, keep, children)
             if become is not None:  # in the forked child
-                return (*become, imported_env, prepared)
+                return (*become, imported_env, prepared, parent)
     finally:
         # First, with no call before it (Python runs a signal's handler at a call or a jump): from
         # here on a SIGTERM is ignored, also when the loop ended because the launcher died.
@@ -147,6 +165,166 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
         elif become is None:  # a child that failed on its way out: never into the template's code
             os._exit(1)
     return None
+
+
+#: Where the template leaves what its imports printed, for the kernel's first cell (hook.install).
+PRELOAD_OUTPUT = "_livecells_preload_output"
+
+
+def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
+    """What of ``preload`` the template may import: the modules it pulls in, in import order,
+    less those that use IPython's shell as they are imported and those that import them; and
+    the preloads left to each kernel, with why. Found by importing ``preload`` in a forked probe
+    child (the template's own imports cannot be undone)."""
+    if not preload:
+        return [], {}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the probe: never back into the template's code
+        code = 1
+        try:
+            os.close(read)
+            reaper.die_with_parent(signal.SIGKILL)
+            null = os.open(os.devnull, os.O_WRONLY)  # the template's own imports print it all
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            found = probe_imports(preload)
+            os.write(write, json.dumps(found).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        raise RuntimeError(f"the probe of the preloads' imports failed (exit status {status})")
+    found = json.loads(data)
+    if found["error"]:
+        raise ImportError(f"in the probe: {found['error']}")
+    return shared_roots(found["order"], found["parent"], found["unsafe"], preload)
+
+
+def probe_imports(preload: list[str]) -> dict[str, Any]:
+    """Import ``preload`` here, recording each new module's importer and which modules ask for
+    IPython's shell while they are being imported (they and their importers: unsafe)."""
+    before = set(sys.modules)
+    parent: dict[str, str | None] = {}
+    unsafe: dict[str, str] = {}  # module -> the module whose body asks for the shell
+
+    def importing(frame: Any) -> list[str]:
+        """The new modules whose bodies run on this stack, innermost first."""
+        names = []
+        while frame is not None:
+            name = frame.f_globals.get("__name__")
+            if frame.f_code.co_name == "<module>" and name in parent:
+                names.append(name)
+            frame = frame.f_back
+        return names
+
+    class Tracer:
+        @staticmethod
+        def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+            outer = importing(sys._getframe(1))
+            parent.setdefault(name, outer[0] if outer else None)
+            return None
+
+    def traced(original: Any) -> Any:
+        def asks_for_the_shell(*args: Any, **kwargs: Any) -> Any:
+            outer = importing(sys._getframe(1))
+            for name in outer:
+                unsafe.setdefault(name, outer[0])  # the module that calls it
+            return original(*args, **kwargs)
+
+        return asks_for_the_shell
+
+    # How code finds IPython's shell: get_ipython(), or the shell class's singleton methods
+    # (IPython.display.display asks InteractiveShell.initialized()).
+    for module in ("IPython", "IPython.core.getipython"):
+        if hasattr(sys.modules.get(module), "get_ipython"):
+            setattr(sys.modules[module], "get_ipython", traced(sys.modules[module].get_ipython))
+    shell = getattr(sys.modules.get("IPython.core.interactiveshell"), "InteractiveShell", None)
+    for method in ("initialized", "instance") if shell is not None else ():
+        setattr(shell, method, traced(getattr(shell, method)))
+    sys.meta_path.insert(0, Tracer)  # type: ignore[arg-type]
+    error = None
+    try:
+        for name in preload:
+            importlib.import_module(name)
+    except BaseException:  # noqa: BLE001 - the template's own import says it again
+        error = traceback.format_exc(limit=-3)
+    order = [name for name in sys.modules if name not in before and name in parent]
+    return {"order": order, "parent": parent, "unsafe": unsafe, "error": error}
+
+
+def shared_roots(
+    order: list[str], parent: Mapping[str, str | None], unsafe: Mapping[str, str], preload: list[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The modules the template imports (each safe module whose importer is not imported with
+    it, in import order) and the preloads left to the kernel, with why."""
+    def clean(name: str) -> bool:  # neither it nor a package above it is unsafe
+        parts = name.split(".")
+        return not any(".".join(parts[:i]) in unsafe for i in range(1, len(parts) + 1))
+
+    roots = [
+        name for name in order
+        if clean(name) and (parent.get(name) is None or not clean(parent[name]) or parent[name] not in order)
+    ]
+    left = {
+        name: f"{unsafe[name]}{'' if unsafe[name] == name else ', which it imports,'} asks for "
+        "IPython's shell (get_ipython()) as it is imported"
+        for name in preload if name in unsafe
+    }
+    return roots, left
+
+
+def _unshared_imported(imported: set[str], left: Mapping[str, str]) -> str | None:
+    """Why the template may not serve: importing the shareable modules here imported a preload
+    left to the kernels after all (the probe saw another order)."""
+    if any(name in imported for name in left):
+        return f"importing the preloads' shareable modules imported {sorted(n for n in left if n in imported)}"
+    return None
+
+
+class captured:  # noqa: N801 - used as a function, in a with statement
+    """What is written to fds 1 and 2 (by Python or by C) while the block runs: a list of
+    ``[stream name, text]``, filled when it ends."""
+
+    def __enter__(self) -> list[list[str]]:
+        import tempfile
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+        self.saved = [os.dup(1), os.dup(2)]
+        for fd, file in zip((1, 2), self.files):
+            os.dup2(file.fileno(), fd)
+        self.output: list[list[str]] = []
+        return self.output
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, saved, file, name in zip((1, 2), self.saved, self.files, ("stdout", "stderr")):
+            os.dup2(saved, fd)
+            os.close(saved)
+            file.seek(0)
+            text = file.read().decode(errors="replace")
+            file.close()
+            if text:
+                self.output.append([name, text])
+
+
+def _stash_output(output: list[list[str]]) -> None:
+    """Leave what the shared imports printed where the kernel's hook finds it (and the log)."""
+    import types
+
+    for _, text in output:
+        os.write(2, text.encode(errors="replace"))
+    if output:
+        stash = types.ModuleType(PRELOAD_OUTPUT)
+        stash.output = output  # type: ignore[attr-defined]
+        sys.modules[PRELOAD_OUTPUT] = stash
 
 
 #: Set once the template stops: the SIGTERMs that come after are ignored (see :func:`_stop`).
@@ -182,6 +360,39 @@ def _stop_children(children: dict[int, int | None], path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def installed_folders() -> list[str]:
+    """This interpreter's own folders (the standard library, site-packages): what changes there
+    comes with an install, which the environment's fingerprint sees."""
+    paths = sysconfig.get_paths()
+    folders = {paths.get(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    folders.update(getattr(site, "getsitepackages", list)())  # absent in old virtualenvs
+    if site.ENABLE_USER_SITE:
+        folders.add(site.getusersitepackages())
+    return sorted(os.path.realpath(folder) for folder in folders if folder)
+
+
+def imported_files(modules: Mapping[str, Any], installed: list[str]) -> dict[str, list[int]]:
+    """The files of the imported ``modules`` outside the ``installed`` folders (a book's helper
+    package, an editable install, a module on ``PYTHONPATH``), each with what a change alters:
+    ``[mtime_ns, ctime_ns, size, inode]``."""
+    roots = tuple(os.path.join(folder, "") for folder in installed)
+    found: dict[str, list[int]] = {}
+    for module in list(modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or path in found or os.path.realpath(path).startswith(roots):
+            continue
+        try:
+            found[path] = file_state(os.stat(path))
+        except OSError:
+            continue
+    return found
+
+
+def file_state(stat: os.stat_result) -> list[int]:
+    """What changes when a file is written or replaced: ``[mtime_ns, ctime_ns, size, inode]``."""
+    return [stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino]
 
 
 def _readable(sock: Any, timeout: float) -> bool:
@@ -289,19 +500,25 @@ def child(
     parent: int,
     imported_env: Mapping[str, list[Any]],
     prepared: Mapping[str, Any] | None = None,
+    launcher: int = 0,
 ) -> None:
     """Become a fresh kernel: own session, env, cwd, streams and seeds; then run ipykernel (on
-    the app and shell pre-initialised here, ``prepared``, where the launch allows it)."""
+    the app and shell pre-initialised here, ``prepared``, where the launch allows it).
+
+    The kernel outlives its template (``parent``): a cell that kills or stops the template costs
+    no other session its kernel. It dies with the ``launcher`` instead: the template kills its
+    kernels when the launcher dies, the build's guard kills each kernel's tree, and ipykernel's
+    parent poller, told the launcher's pid, ends the kernel once it is left to PID 1.
+    """
     code = 1
     try:
         os.setsid()
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        # Die with the template (kernels are its children, not the launcher's); without prctl,
-        # ipykernel's parent poller still watches the template.
-        reaper.die_with_parent(signal.SIGKILL)
-        if os.getppid() != parent:  # it died before prctl took effect
+        # The template's PR_SET_PDEATHSIG is not inherited (fork clears it), and none is set
+        # here: a template that dies leaves its kernels to the launcher (a subreaper).
+        if os.getppid() != parent:  # it died at the fork: the launcher may never have heard of us
             return
         null = os.open(os.devnull, os.O_RDWR)
         out, err = streams(fds, null)
@@ -316,14 +533,15 @@ def child(
                     os.close(int(fd))
                 except OSError:
                     pass
-        env = session_environ(request["env"], imported_env, os.getppid())
+        launcher = launcher or parent
+        env = session_environ(request["env"], imported_env, launcher)
         os.environ.clear()
         os.environ.update(env)
         os.chdir(request["cwd"])
         reseed(sys.modules)
         spec = importlib.util.find_spec(request["module"])
         sys.argv = [spec.origin if spec and spec.origin else request["module"], *request["args"]]
-        preinit.start_kernel(dict(request, imported_env=imported_env), parent, prepared)
+        preinit.start_kernel(dict(request, imported_env=imported_env), launcher, prepared)
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from livecells.model.vocabulary import StderrMode
+
 
 @dataclass(frozen=True)
 class CellPlan:
@@ -25,12 +27,14 @@ class CellPlan:
     code_line: int  # the line of the first line of code
     timeout: float | None = None
     raises: tuple[str, ...] | None = None
-    stderr: str = "show"
+    stderr: StderrMode = StderrMode.SHOW
     #: The file the cell is written in (an ``include``d one, say); "" = the page's own.
     source: str = ""
     #: The expressions of the ``only`` directives around the cell: it runs only in builds whose
     #: tags satisfy them all (``.. only:: latex`` cells do not run in HTML builds).
     only: tuple[str, ...] = ()
+    #: The frameworks it names that livecells_frameworks does not have.
+    unknown: tuple[str, ...] = ()
 
     def location(self, line: int | None = None) -> str:
         """``file:line`` for a warning about this cell (``line``: default, the directive's)."""
@@ -42,7 +46,7 @@ class CellPlan:
             return True
         try:
             return all(tags.eval_condition(expr) for expr in self.only)
-        except Exception:  # noqa: BLE001 - Sphinx warns about a bad expression itself, and keeps it
+        except Exception:  # Sphinx warns about a bad expression itself, and keeps it
             return True
 
     def expects(self, ename: str) -> bool:

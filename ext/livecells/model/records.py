@@ -3,13 +3,13 @@
 :class:`SessionRecord` is one executed (page, framework) session: a :class:`CellRecord` per cell
 (its Jupyter outputs, run time, status) and where, when and on what it ran
 (:class:`Provenance`). The execute stage makes them; the store keeps them (it alone turns them
-into JSON and back, :mod:`livecells.store.records`); render shows them.
+into JSON and back, :mod:`livecells.store.codec`); render shows them.
 
 :class:`SessionOutcome` is what this build did with a session (run it, took it from the store,
 or did not run it, and why); :class:`BuildOutcome` holds them all, with this build's records.
 The orchestration makes the outcome; render and the report read it (through the build
-environment), and never decide anything again: one staleness rule (:func:`current_cells`), one
-count of unexpected errors (:func:`unexpected_errors`).
+environment), and never decide anything again: one staleness rule (:func:`current_count`), one
+count of what the pages show as failed, not run or stale (:func:`verdict`).
 
 Outputs stay Jupyter's own JSON (nbformat v4 output dicts): they are the kernel's data, shown and
 written to notebooks as they are. Nothing here knows Sphinx: Dask workers unpickle these.
@@ -24,19 +24,17 @@ from typing import Any
 
 from livecells.model.plans import CellPlan
 from livecells.model.text import strip_ansi
+from livecells.model.vocabulary import CellStatus, ExecuteMode, Origin, SessionStatus, WarningSubtype
 
 #: IPython's name for a cell's code in a traceback: its execution count and the line.
 _CELL_FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")
-
-#: A cell's status: it ran cleanly, raised, ran past its timeout, its kernel died, or it did not run.
-CELL_STATUSES = ("ok", "error", "timeout", "died", "not-run")
 
 
 @dataclass
 class CellRecord:
     """One cell's result in one session."""
 
-    status: str  # see CELL_STATUSES
+    status: CellStatus
     outputs: list[dict[str, Any]] = field(default_factory=list)  # nbformat v4 outputs
     time: float | None = None  # seconds, from the kernel's own clock
     execution_count: int | None = None
@@ -76,9 +74,9 @@ class CellRecord:
         """Whether the cell failed: it raised an error its ``:raises:`` does not expect (the
         plan's, when there is one; else what the run was told), ran past its timeout, or its
         kernel died in it. A cell that did not run is no error of its own: what stopped it is."""
-        if self.status in {"timeout", "died"}:
+        if self.status in {CellStatus.TIMEOUT, CellStatus.DIED}:
             return True
-        if self.status != "error":
+        if self.status != CellStatus.ERROR:
             return False
         return not (plan.expects(self.ename) if plan is not None else self.expected)
 
@@ -103,6 +101,46 @@ class Provenance:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What a kernel says of its session at the end (:func:`livecells.execute.hook.probe`), and
+    the kernelspec it was started from: what the session's :class:`Provenance` is made of."""
+
+    python: str = ""
+    framework_version: str = ""
+    #: The framework's ``gpu_used`` expression was true in the kernel; None: the framework
+    #: cannot say (its expression gave None).
+    gpu_used: bool | None = False
+    host: str = ""
+    #: ``(execution count, error)`` of the cells after which the framework's sync code failed.
+    sync_errors: tuple[tuple[int, str], ...] = ()
+    kernelspec: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Probe:
+        """The probe of the kernel's JSON; what is missing or of the wrong type is left out (a
+        cell can replace anything in its kernel)."""
+        if not isinstance(data, dict):
+            return cls()
+
+        def text(key: str) -> str:
+            value = data.get(key)
+            return value if isinstance(value, str) else ""
+
+        sync_errors = tuple(
+            (entry[0], str(entry[1]))
+            for entry in data.get("sync_errors") or []
+            if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], int)
+        )
+        return cls(
+            python=text("python"),
+            framework_version=text("framework_version"),
+            gpu_used=None if "gpu_used" in data and data["gpu_used"] is None else data.get("gpu_used") is True,
+            host=text("host"),
+            sync_errors=sync_errors,
+        )
+
+
 @dataclass
 class SessionRecord:
     """One executed (page, framework) session."""
@@ -110,7 +148,7 @@ class SessionRecord:
     framework: str
     key: str  # the session key it ran for (see livecells.plan.keys)
     environment: str  # the environment fingerprint's digest
-    status: str  # see SESSION_STATUSES
+    status: SessionStatus
     cells: list[CellRecord] = field(default_factory=list)
     provenance: Provenance = field(default_factory=Provenance)
     message: str | None = None  # why the session failed, if it did
@@ -122,7 +160,22 @@ class SessionRecord:
         return sum(times) if times else None
 
 
-def current_cells(plan_cells: Sequence[CellPlan], record: SessionRecord | None) -> int:
+def session_status(cells: Sequence[CellRecord], message: str | None = None) -> SessionStatus:
+    """A session's status from its cells (those whose error was not expected): ``failed`` when it
+    could not run (``message`` says why), else the worst of its cells."""
+    statuses = {c.status for c in cells if not c.expected}
+    if message:
+        return SessionStatus.FAILED
+    if CellStatus.DIED in statuses:
+        return SessionStatus.CRASHED
+    if CellStatus.TIMEOUT in statuses:
+        return SessionStatus.TIMEOUT
+    if CellStatus.ERROR in statuses:
+        return SessionStatus.ERROR
+    return SessionStatus.OK
+
+
+def current_count(plan_cells: Sequence[CellPlan], record: SessionRecord | None) -> int:
     """How many of a session's cells (``plan_cells``, in order) still have their stored result.
 
     The one staleness rule: state flows down a session, so a stored result belongs to its cell
@@ -139,19 +192,69 @@ def current_cells(plan_cells: Sequence[CellPlan], record: SessionRecord | None) 
     return count
 
 
-def unexpected_errors(record: SessionRecord, plan_cells: Sequence[CellPlan] | None = None) -> int:
-    """The record's cells that failed (see :meth:`CellRecord.unexpected`; the cells' plans'
-    ``:raises:`` now, or, without plans, what the run was told: the command line). The one count
-    of cell errors: the build's total, ``livecells_raise_on_error``, the report and the CLI."""
-    by_index = {c.index: c for c in plan_cells or ()}
-    return sum(cell.unexpected(by_index.get(cell.index)) for cell in record.cells)
+@dataclass(frozen=True)
+class Verdict:
+    """A session's cells that the page shows as failed, not run or stale, by cell index.
+
+    The one count behind everything a build says about itself: its warnings (so ``-W``),
+    ``livecells_raise_on_error``, summary.json, junit.xml, report.txt, ``live-report`` and the
+    exit status of ``python -m livecells report``. Each cell is in one list at most.
+    """
+
+    failed: tuple[int, ...] = ()
+    not_run: tuple[int, ...] = ()
+    stale: tuple[int, ...] = ()
+
+
+def verdict(
+    record: SessionRecord | None,
+    plan_cells: Sequence[CellPlan] | None = None,
+    shown: int | None = None,
+    *,
+    stale: bool = False,
+) -> Verdict:
+    """What the page shows of a session's cells (``plan_cells``, in order), whatever made
+    ``record``: this build, the store or nobody (None: the page shows recorded outputs).
+
+    - **failed**: the result shown is an error its ``:raises:`` does not expect, a timeout or a
+      dead kernel (:meth:`CellRecord.unexpected`);
+    - **not run**: no result of a run is shown (beyond the first ``shown`` cells, by default
+      :func:`current_count`: the recorded output or a note is), or the result is "not-run";
+    - **stale**: the result shown was stored for another session key (``stale``: code further
+      down, settings or ``:depends:`` files have changed since).
+
+    Without ``plan_cells`` (the command line has no page) every cell of the record counts as
+    shown, with the ``:raises:`` its run was told.
+    """
+    failed: list[int] = []
+    not_run: list[int] = []
+    outdated: list[int] = []
+    if plan_cells is None:
+        pairs: list[tuple[int, CellPlan | None, CellRecord | None]] = [
+            (cell.index, None, cell) for cell in (record.cells if record else [])
+        ]
+    else:
+        count = current_count(plan_cells, record) if shown is None else shown
+        results = record.cells if record is not None else []
+        pairs = [
+            (plan.index, plan, results[n] if n < min(count, len(results)) else None)
+            for n, plan in enumerate(plan_cells)
+        ]
+    for index, plan, result in pairs:
+        if result is None or result.status == CellStatus.NOT_RUN:
+            not_run.append(index)
+        elif result.unexpected(plan):
+            failed.append(index)
+        elif stale:
+            outdated.append(index)
+    return Verdict(tuple(failed), tuple(not_run), tuple(outdated))
 
 
 @dataclass
 class Problem:
     """A located problem of a session: a warning in the log, a line in report.txt."""
 
-    kind: str  # the warning subtype: error, timeout, crash, stderr, kernel, ...
+    kind: WarningSubtype
     location: str  # path:line
     message: str
     traceback: str = ""
@@ -159,34 +262,72 @@ class Problem:
 
 @dataclass
 class SessionOutcome:
-    """What this build did with one (page, framework) session, and what the pages show of it."""
+    """What this build did with one (page, framework) session, and what the pages show of it.
+
+    The one row shape of every report of sessions: summary.json and junit.xml, ``live-report``,
+    and ``python -m livecells report`` (which makes them from the store: :func:`stored_outcome`).
+    """
 
     page: str
     framework: str
     source: str
-    #: Where the page's results come from: "run" (this build), "store", or "recorded" (none
-    #: shown: the page's own recorded outputs, if any).
-    origin: str
+    #: Where the page's results come from (``recorded``: none shown, the page's own recorded
+    #: outputs, if any).
+    origin: Origin
     #: This build's verdict: the shown record's status; "failed" when the session could not run
     #: here (its framework has no usable kernel: an error for CI); else "not-run".
-    status: str
+    status: SessionStatus
     cells: int = 0  # the session's cells now
-    #: Cells whose result the page shows (see current_cells); fewer than ``cells`` when stale.
+    #: Cells whose result the page shows (see current_count); fewer than ``cells`` when stale.
     current: int = 0
     reason: str = ""  # why it did not run in this build, if it did not
     store_damaged: bool = False  # the page's store file could not be read
     problems: list[Problem] = field(default_factory=list)
     # The latest record of the session (this build's, else the store's), shown or not: what the
     # report says of it ("how its cells last ran").
-    record_status: str = ""  # "" when there is none
+    record_status: SessionStatus | None = None  # None when there is none
     record_cells: int = 0
     stale: bool = False  # it was made for other code or :depends: files than the page has now
-    errors: int = 0  # its cells that failed (unexpected_errors)
+    #: Its cells the page shows as failed, not run or stale: what every verdict counts.
+    shown: Verdict = field(default_factory=Verdict)
     duration: float | None = None
     seconds: float | None = None  # its cells' run time, summed
     device: str = ""
+    framework_version: str = ""
     date: str = ""
     host: str = ""
+
+    def note_record(self, record: SessionRecord, key: str | None = None) -> None:
+        """Take what the session's latest record says of how it last ran (``key``: the
+        session's key now; a record made for another is stale)."""
+        self.record_status = record.status
+        self.record_cells = len(record.cells)
+        self.stale = key is not None and record.key != key
+        self.duration = record.duration
+        self.seconds = record.cell_seconds()
+        self.device = record.provenance.device
+        self.framework_version = record.provenance.framework_version
+        self.date = record.provenance.date
+        self.host = record.provenance.host
+
+    @property
+    def latest_origin(self) -> Origin:
+        """Where the session's latest record comes from (``recorded``: there is none)."""
+        if self.record_status is None:
+            return Origin.RECORDED
+        return Origin.RUN if self.origin == Origin.RUN else Origin.STORE
+
+    @property
+    def errors(self) -> int:
+        return len(self.shown.failed)
+
+    @property
+    def not_run(self) -> int:
+        return len(self.shown.not_run)
+
+    @property
+    def stale_cells(self) -> int:
+        return len(self.shown.stale)
 
 
 @dataclass
@@ -198,18 +339,20 @@ class BuildOutcome:
     """
 
     run_id: str = ""
-    execute: str = "auto"
+    execute: ExecuteMode = ExecuteMode.AUTO
     store: str = ""  # the store's folder
     sessions: dict[tuple[str, str], SessionOutcome] = field(default_factory=dict)
-    #: The records of the sessions this build ran, by (page, framework): the pages show them
-    #: even when the store could not be written.
+    #: The records the pages show, by (page, framework): those of the sessions this build ran
+    #: (shown even when the store could not be written), and those the build read from the
+    #: store for the sessions it took from there (each store file is read once per build).
     records: dict[tuple[str, str], SessionRecord] = field(default_factory=dict)
     ran: int = 0
     cached: int = 0
     skipped: int = 0
     failed: int = 0
-    unexpected_errors: int = 0
     seconds: float = 0.0
+    #: Cells of no known framework that the pages show (not run), by page: each one's problem.
+    unknown: list[tuple[str, Problem]] = field(default_factory=list)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -219,9 +362,51 @@ class BuildOutcome:
     def session(self, page: str, framework: str) -> SessionOutcome | None:
         return self.sessions.get((page, framework))
 
+    def cell_counts(self) -> tuple[int, int, int]:
+        """The cells the pages show as failed, not run and stale (see :func:`verdict`)."""
+        sessions = self.sessions.values()
+        return (
+            sum(s.errors for s in sessions),
+            sum(s.not_run for s in sessions) + len(self.unknown),
+            sum(s.stale_cells for s in sessions),
+        )
+
+    def failures(self) -> int:
+        """What fails the build under ``livecells_raise_on_error``: cells shown failed, not run
+        or stale, and sessions that could not run. With execution off the pages show their
+        recorded outputs by choice: their cells count as not run, and fail nothing."""
+        errors, not_run, stale = self.cell_counts()
+        if self.execute == ExecuteMode.OFF:
+            return errors + self.failed
+        return errors + not_run + stale + self.failed
+
+
+def stored_outcome(page: str, framework: str, record: SessionRecord) -> SessionOutcome:
+    """A stored session as it is reported without a build (the command line): its record's
+    status, and its cells counted as a build counts them without the page (see :func:`verdict`).
+    A session with a message did not run (its kernel did not start): a build warns of it as a
+    failure whatever status the file gives it, so it is "failed" here too."""
+    outcome = SessionOutcome(
+        page=page,
+        framework=framework,
+        source="",
+        origin=Origin.STORE,
+        status=SessionStatus.FAILED if record.message else record.status,
+        reason=record.message,
+        cells=len(record.cells),
+        current=len(record.cells),
+        shown=verdict(record),
+    )
+    outcome.note_record(record)
+    return outcome
+
 
 #: The build environment's attribute that holds the build's outcome.
 OUTCOME_ATTRIBUTE = "livecells_outcome"
+
+#: The file, in the doctree folder, of the pages whose writing gave a livecells warning (one name
+#: a line): the next build writes them again, so that its warnings (and -W) say what they show.
+RENDER_WARNED = "livecells-render-warned"
 
 
 def outcome_of(env: Any) -> BuildOutcome:

@@ -1,6 +1,7 @@
 """Safe text, shared by every stage: escapes and control characters removed, one-line messages.
 
-:func:`strip_controls` removes every C0/C1 control character but newline and tab,
+:func:`strip_controls` removes every C0/C1 control character but newline and tab (and U+FFFE,
+U+FFFF), :func:`xml_text` makes any text fit XML 1.0,
 :func:`strip_ansi` every terminal escape sequence too, :func:`one_line` makes a warning line,
 :func:`css_name` turns any string into a safe CSS class name part. Nothing here knows Sphinx.
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 import re
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# Every C0 control but tab and newline, DEL, and every C1 control (0x9b is an 8-bit CSI).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Every C0 control but tab and newline, DEL, every C1 control (0x9b is an 8-bit CSI), and the
+# two non-characters that XML 1.0 forbids (its only other forbidden ones are lone surrogates).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
 _CSS_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 #: Terminal escape sequences (see :mod:`livecells.render.ansi`). CSI: ESC [ parameter bytes (0x30-0x3f)
 #: intermediate bytes (0x20-0x2f) final byte (0x40-0x7e). OSC, DCS, SOS, PM, APC: ESC ] (or P X
@@ -29,8 +31,13 @@ ESCAPE = re.compile(
 
 
 def strip_controls(text: str) -> str:
-    """``text`` without control characters (newline and tab are kept)."""
+    """``text`` without control characters (newline and tab are kept) or U+FFFE/U+FFFF."""
     return _CONTROLS.sub("", text)
+
+
+def xml_text(text: object) -> str:
+    """``text`` fit for XML 1.0 (JUnit, XHTML): controls removed, lone surrogates as U+FFFD."""
+    return strip_controls(fix_surrogates(str(text)))
 
 
 def css_name(text: object, limit: int = 40) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from livecells.model.plans import SessionPlan
 from livecells.model.records import SessionRecord
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, WarningMessage, WarningSubtype
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ class Mode:
     """The build's execution settings (``livecells_execute``, ``livecells_device``) and the GPUs
     one session can lease (this machine's, or one cluster worker's)."""
 
-    execute: str = "auto"
-    device: str = "auto"
+    execute: ExecuteMode = ExecuteMode.AUTO
+    device: DeviceMode = DeviceMode.AUTO
     gpu_slots: int = 0
 
 
@@ -51,8 +52,8 @@ class Decision:
     reason: str = ""  # why it does not run
     #: It cannot run here (its framework's kernel is unusable): an error for CI.
     failed: bool = False
-    #: ``(warning subtype, message)`` to give at the session's first cell.
-    warnings: tuple[tuple[str, str], ...] = ()
+    #: Warnings to give at the session's first cell.
+    warnings: tuple[WarningMessage, ...] = ()
 
 
 def decide(
@@ -67,11 +68,11 @@ def decide(
     ``environment`` is called only when the answer depends on it (it may start a process to ask
     the kernel's Python for its versions).
     """
-    if mode.execute == "off":
+    if mode.execute == ExecuteMode.OFF:
         return Decision(False, reason="execution is off (livecells_execute = 'off')")
-    if mode.execute == "cache":
+    if mode.execute == ExecuteMode.CACHE:
         return Decision(False, reason="livecells_execute = 'cache' runs nothing")
-    if mode.device == "gpu" and not mode.gpu_slots:
+    if mode.device == DeviceMode.GPU and not mode.gpu_slots:
         return Decision(False, reason="no GPU on this machine (livecells_device = 'gpu')")
     needed = session.settings.gpus
     if needed and needed > mode.gpu_slots:
@@ -82,7 +83,7 @@ def decide(
         return Decision(
             False,
             reason=f"the page needs {needed} GPU(s); {mode.gpu_slots} are available",
-            warnings=(("device", warning),),
+            warnings=(WarningMessage(WarningSubtype.DEVICE, warning),),
         )
     gpus = (1 if needed is None else needed) if mode.gpu_slots else 0
     env = environment()
@@ -91,9 +92,9 @@ def decide(
             False,
             reason=env.problem,
             failed=True,
-            warnings=(("kernel", f"{session.name}: not run: {env.problem}"),),
+            warnings=(WarningMessage(WarningSubtype.KERNEL, f"{session.name}: not run: {env.problem}"),),
         )
-    if mode.execute == "auto" and stored is not None and stored.key == key:
+    if mode.execute == ExecuteMode.AUTO and stored is not None and stored.key == key:
         leased_before = stored.provenance.devices_leased
         if stored.environment == env.digest and bool(leased_before) == bool(gpus):
             return Decision(False, environment=env.digest)

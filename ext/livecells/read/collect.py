@@ -18,13 +18,14 @@ from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE, get_config
 from livecells.model.plans import CellPlan, PagePlan, PageSettings, SessionPlan
-from livecells.read.directives import ALL, live_cell, live_settings
+from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.read.nodes import ALL, live_cell, live_settings
 
 logger = logging.getLogger(__name__)
 
 
 def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan | None:
-    config = get_config(app)
+    config = get_config(app.env)
     cells = list(doctree.findall(live_cell))
     if not cells:
         return None
@@ -54,9 +55,10 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 code_line=cell.get("code_line", cell.line or 0),
                 timeout=cell.get("timeout"),
                 raises=None if raises is None else tuple(raises),
-                stderr=cell.get("stderr", "show"),
+                stderr=StderrMode(cell.get("stderr", StderrMode.SHOW)),
                 source=cell.source or str(source),
                 only=tuple(reversed(only)),
+                unknown=tuple(cell.get("unknown") or ()),
             )
         )
     settings_nodes = list(doctree.findall(live_settings))
@@ -65,7 +67,7 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
             "live-settings appears more than once on the page; only the first is used",
             location=extra,
             type=WARNING_TYPE,
-            subtype="config",
+            subtype=WarningSubtype.CONFIG,
         )
     settings = PageSettings()
     if settings_nodes:

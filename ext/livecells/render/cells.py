@@ -23,14 +23,18 @@ from sphinx.util import logging
 from sphinx.util.images import guess_mimetype
 from sphinx_design.shared import create_component
 
-from livecells.config import app_of, get_config
+from livecells.config import get_config
 from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
+from livecells.model.vocabulary import CellStatus, Origin
 from livecells.read.collect import plans
-from livecells.read.directives import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
-from livecells.render.results import format_seconds, groups_by_page, matched_results, page_records
+from livecells.render.results import groups_by_page, matched_results, page_records
+from livecells.render.timing import no_result_line, timing_line
+from livecells.sphinx_util import app_of
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +43,7 @@ logger = logging.getLogger(__name__)
 class Shown:
     """The output one cell shows for one framework, and where it came from."""
 
-    source: str  # "live", "stored", "recorded", "none"
+    origin: Origin  # recorded: no result, the page's recorded outputs (if any)
     result: CellRecord | None = None
     session: SessionRecord | None = None
 
@@ -55,9 +59,8 @@ class RenderLiveCells(SphinxPostTransform):
         groups = list(self.document.findall(live_group))
         if not groups:
             return
-        self.config_ = get_config(_app(self))
+        self.config_ = get_config(self.env)
         self.format = _app(self).builder.format
-        self.meta_done: set[tuple[int, str]] = set()
         self.outcome = outcome_of(self.env)
         # LaTeX and singlehtml assemble many pages into one tree: each page uses its own plan.
         for root, docname, page_groups in groups_by_page(self.document, groups, self.env.docname):
@@ -69,7 +72,7 @@ class RenderLiveCells(SphinxPostTransform):
             sessions = page_records(self.outcome, plan) if plan is not None else {}
             matched = matched_results(plan, self.outcome, sessions, _app(self).tags) if plan is not None else {}
             self.shown = {
-                (index, fw): Shown(self._source(docname, fw), result, session)
+                (index, fw): Shown(self._origin(docname, fw), result, session)
                 for (index, fw), (result, session) in matched.items()
             }
             links = download_links(_app(self), root, docname, sessions, matched)
@@ -78,10 +81,10 @@ class RenderLiveCells(SphinxPostTransform):
             for group in page_groups:
                 group.replace_self(self._render_group(group))
 
-    def _source(self, docname: str, framework: str) -> str:
-        """"live" (run in this build) or "stored", as the build's outcome says."""
+    def _origin(self, docname: str, framework: str) -> Origin:
+        """Where a result shown comes from (this build, or the store), as the build's outcome says."""
         session = self.outcome.session(docname, framework)
-        return "live" if session is not None and session.origin == "run" else "stored"
+        return Origin.RUN if session is not None and session.origin == Origin.RUN else Origin.STORE
 
     # -- structure -----------------------------------------------------------------------------
 
@@ -117,14 +120,15 @@ class RenderLiveCells(SphinxPostTransform):
             return [*out, *self._render_group_known(group, [m for m in members if m not in orphans], present)]
         return self._render_group_known(group, members, present)
 
-    def _render_member(self, member: nodes.Element, framework: str) -> list[nodes.Node]:
+    def _render_member(self, member: nodes.Element, framework: str, described: set[str]) -> list[nodes.Node]:
         if isinstance(member, live_text):
             return [self._render_text(member, framework)]
-        return self._render_cell(member, framework)
+        return self._render_cell(member, framework, described)
 
     def _render_group_known(
         self, group: live_group, members: list[nodes.Element], present: list[str]
     ) -> list[nodes.Node]:
+        described: set[str] = set()  # frameworks whose device and version a line named (once per tab)
         if self.format == "latex":
             wanted = [fw for fw in self.config_.latex_frameworks if fw in present]
             out = []
@@ -135,7 +139,7 @@ class RenderLiveCells(SphinxPostTransform):
                     )
                 for member in members:
                     if framework in self._frameworks_of(member):
-                        out.extend(self._render_member(member, framework))
+                        out.extend(self._render_member(member, framework, described))
             return out
         tab_set = _tab_set()
         tab_set.source, tab_set.line = group.source, group.line
@@ -143,7 +147,7 @@ class RenderLiveCells(SphinxPostTransform):
             children: list[nodes.Node] = []
             for member in members:
                 if framework in self._frameworks_of(member):
-                    children.extend(self._render_member(member, framework))
+                    children.extend(self._render_member(member, framework, described))
             item = self._tab_item(framework, children)
             item.source, item.line = group.source, group.line
             tab_set += item
@@ -179,6 +183,9 @@ class RenderLiveCells(SphinxPostTransform):
         classes = ["livecells-cell", *cell.get("classes", [])]
         if framework:
             classes.append(f"livecells-{framework}")
+        # What a cell shows is no math for MathJax (a stored device name, a note), but for the
+        # outputs and math nodes that checked_math marks.
+        classes += MATHJAX_IGNORE
         box = nodes.container(classes=classes)
         box.source, box.line = cell.source, cell.line
         box["ids"] = list(cell["ids"])
@@ -189,17 +196,17 @@ class RenderLiveCells(SphinxPostTransform):
             box += code
         return box
 
-    def _render_cell(self, cell: live_cell, framework: str) -> list[nodes.Node]:
+    def _render_cell(self, cell: live_cell, framework: str, described: set[str]) -> list[nodes.Node]:
         box = self._cell_container(cell, framework)
         if self.format == "latex":
             # Each framework prints its own copy; the ids belong to the first.
             cell["ids"] = []
-        shown = self.shown.get((cell["index"], framework), Shown("none"))
+        shown = self.shown.get((cell["index"], framework), Shown(Origin.RECORDED))
         if not cell["hide_output"]:
             box.extend(self._fit_recorded(self._outputs(cell, shown, framework)))
-        meta = self._meta_line(cell, shown, framework)
-        if meta is not None:
-            box += meta
+        line = self._timing_line(cell, shown, framework, described)
+        if line is not None:
+            box += line
         return [box]
 
     def _render_all_cell(self, cell: live_cell) -> list[nodes.Node]:
@@ -207,12 +214,12 @@ class RenderLiveCells(SphinxPostTransform):
         frameworks = self._frameworks_of(cell)
         if self.format == "latex":
             frameworks = [fw for fw in frameworks if fw in self.config_.latex_frameworks] or frameworks[:1]
-        shown = {fw: self.shown.get((cell["index"], fw), Shown("none")) for fw in frameworks}
+        shown = {fw: self.shown.get((cell["index"], fw), Shown(Origin.RECORDED)) for fw in frameworks}
         signatures = {fw: _signature(s.result) for fw, s in shown.items()}
         if not cell["hide_output"]:
             if len(set(signatures.values())) <= 1 or self.format == "latex":
                 first = frameworks[0] if frameworks else ""
-                box.extend(self._fit_recorded(self._outputs(cell, shown.get(first, Shown("none")), first)))
+                box.extend(self._fit_recorded(self._outputs(cell, shown.get(first, Shown(Origin.RECORDED)), first)))
             else:
                 # The frameworks disagree: show each one's output, in synced tabs.
                 tab_set = _tab_set()
@@ -220,10 +227,11 @@ class RenderLiveCells(SphinxPostTransform):
                     outputs = self._fit_recorded(self._outputs(cell, shown[framework], framework))
                     tab_set += self._tab_item(framework, outputs)
                 box += tab_set
+        described: set[str] = set()  # an `all` cell is a group of its own
         for framework in frameworks:
-            meta = self._meta_line(cell, shown[framework], framework, prefix=len(frameworks) > 1)
-            if meta is not None:
-                box += meta
+            line = self._timing_line(cell, shown[framework], framework, described, prefix=len(frameworks) > 1)
+            if line is not None:
+                box += line
         return [box]
 
     def _fit_recorded(self, shown: list[nodes.Node]) -> list[nodes.Node]:
@@ -244,57 +252,44 @@ class RenderLiveCells(SphinxPostTransform):
     # -- outputs -------------------------------------------------------------------------------
 
     def _outputs(self, cell: live_cell, shown: Shown, framework: str) -> list[nodes.Node]:
-        if shown.source == "none" or shown.result is None:
+        if shown.origin == Origin.RECORDED or shown.result is None:
             return _recorded_blocks(cell)
         result = shown.result
-        out = self.outputs.of(cell, result, framework)
-        if result.status == "not-run":
+        out = self.outputs.render(cell, result, framework)
+        if result.status == CellStatus.NOT_RUN:
             out.append(note(result.evalue or "not run", "livecells-not-run"))
             out.extend(_recorded_blocks(cell))
-        elif result.status in {"timeout", "died"}:
+        elif result.status in {CellStatus.TIMEOUT, CellStatus.DIED}:
             out.append(self.outputs.text(f"{result.ename or 'Error'}: {result.evalue}", ["livecells-error"]))
         return out
 
-    # -- the timing and provenance line -----------------------------------------------------------
+    # -- the timing line -----------------------------------------------------------------------
 
-    def _meta_line(
-        self, cell: live_cell, shown: Shown, framework: str, prefix: bool = False
+    def _timing_line(
+        self, cell: live_cell, shown: Shown, framework: str, described: set[str], prefix: bool = False
     ) -> nodes.Node | None:
-        spec = self.config_.frameworks[framework]
-        if shown.source == "none":
-            recorded = any(isinstance(n, live_recorded) for n in cell.children)
-            outcome = self.outcome.session(self.docname, framework)
-            reason = outcome.reason if outcome is not None else ""
-            if recorded and not cell["hide_output"]:
-                why = f"not run: {reason}" if reason else "not run in this build"
-                return note(f"recorded output, from the page's source ({why})", "livecells-meta")
-            if reason:
-                return note(f"not run: {reason}", "livecells-not-run")
+        """The line under the cell (see :mod:`.timing`). ``described``: the frameworks whose
+        device and version an earlier line of the same tab named; this line adds its own."""
+        session = self.outcome.session(self.docname, framework)
+        if shown.origin == Origin.RECORDED:
+            recorded = not cell["hide_output"] and any(isinstance(n, live_recorded) for n in cell.children)
+            line = no_result_line(session.reason if session is not None else "", recorded)
+        elif shown.session is None or shown.result is None:
             return None
-        if shown.session is None or shown.result is None:
-            return None
-        provenance = shown.session.provenance
-        parts = []
-        if prefix:
-            parts.append(spec.label)
-        if shown.result.time is not None and not cell["no_timing"]:
-            parts.append(format_seconds(shown.result.time))
-        key = (id(cell.parent), framework)
-        if key not in self.meta_done or shown.source == "stored":
-            self.meta_done.add(key)
-            if provenance.device:
-                parts.append(provenance.device)
-            version = provenance.framework_version
-            if version:
-                parts.append(f"{spec.version_module} {version}")
-        if shown.source == "stored":
-            when = provenance.date.replace("T", " ").replace("+00:00", " UTC")
-            host = provenance.host
-            parts.append(f"stored result from {when}" + (f" on {host}" if host else ""))
-        if not parts:
-            return None
-        classes = ["livecells-meta", f"livecells-{shown.source}"]
-        return note(" · ".join(parts), *classes)
+        else:
+            spec = self.config_.frameworks[framework]
+            stored = shown.origin == Origin.STORE
+            line = timing_line(
+                None if cell["no_timing"] else shown.result.time,
+                shown.session.provenance,
+                spec.version_module,
+                label=spec.label if prefix else "",
+                environment=framework not in described,
+                stored=stored,
+                stale=stored and session is not None and cell["index"] in session.shown.stale,
+            )
+            described.add(framework)
+        return None if line is None else note(line.text, *line.classes)
 
 
 def _app(transform: SphinxPostTransform) -> Sphinx:

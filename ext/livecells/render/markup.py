@@ -1,7 +1,7 @@
 """Rich outputs as docutils nodes: ``text/latex`` as math, ``text/markdown`` through myst-parser.
 
-Math from a cell never carries TeX that reads or writes files, runs commands or changes how TeX
-reads (:func:`checked_math`) into a ``.tex`` file.
+Math from a cell carries only math commands (an allowlist: :func:`checked_math`) into a
+``.tex`` file, or to MathJax when HTML from cells is off.
 """
 
 from __future__ import annotations
@@ -9,8 +9,11 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from docutils import nodes
+
+from livecells.render.safe_tex import unsafe_tex
 
 # Math in a text/latex output, as MathJax finds it in JupyterLab: display math, environments and
 # inline math; the text around it is text.
@@ -21,24 +24,29 @@ _LATEX_MATH = re.compile(
 )
 
 
-# TeX that reads or writes files, runs commands, or changes how TeX reads what follows: math
-# from a cell never carries it into a .tex file (MathJax, in HTML, has no such primitives).
-_UNSAFE_TEX = re.compile(
-    r"\\(?:input|include|InputIfFileExists|IfFileExists|openin|openout|read|readline|write|"
-    r"immediate|newwrite|newread|special|catcode|lccode|uccode|def|edef|gdef|xdef|let|futurelet|"
-    r"csname|expandafter|noexpand|makeatletter|makeatother|usepackage|RequirePackage|"
-    r"documentclass|directlua|luaexec|pdfshellescape|ShellEscape|jobname|typeout|message|"
-    r"errmessage|endinput|end(?!\s*\{))(?![A-Za-z])|\^\^|\\[A-Za-z]*@"
-)
+class UnsafeMath(ValueError):
+    """Math from a cell that holds TeX outside the allowlist (:mod:`livecells.render.safe_tex`)."""
 
 
-def checked_math(box: nodes.Element, builder_format: str) -> nodes.Element:
-    """``box`` unchanged, unless it is for LaTeX and its math holds TeX that is not math."""
-    if builder_format == "latex":
-        for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
-            found = _UNSAFE_TEX.search(node.astext())
-            if found:
-                raise ValueError(f"its math holds {found.group(0)!r}, which LaTeX output never carries")
+#: Classes that keep MathJax (3 and 4: ``mathjax_*``; 2: ``tex2jax_*``) out of an output, and let
+#: it into the math that passed the check.
+MATHJAX_IGNORE = ["mathjax_ignore", "tex2jax_ignore"]
+MATHJAX_PROCESS = ["mathjax_process", "tex2jax_process"]
+
+
+def checked_math(box: nodes.Element, builder_format: str, allow_html: bool) -> nodes.Element:
+    """``box`` marked for MathJax (inside a cell that is kept from it): all of it, as JupyterLab
+    typesets an output, where HTML from cells is allowed; else only its math, and only if every
+    command is on the allowlist (else :class:`UnsafeMath`), as for a ``.tex`` file always."""
+    if builder_format == "html" and allow_html:
+        box["classes"] = [*box["classes"], *MATHJAX_PROCESS]
+        return box
+    for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
+        found = unsafe_tex(node.astext())
+        if found is not None:
+            raise UnsafeMath(f"its math holds {found}")
+        if builder_format == "html":
+            node["classes"] = [*node["classes"], *MATHJAX_PROCESS]
     return box
 
 
@@ -84,13 +92,17 @@ def _has_lexer(name: str) -> bool:
     return True
 
 
+#: URL schemes a link in a cell's Markdown may have ("": a relative link, or one in the page).
+LINK_SCHEMES = frozenset({"", "http", "https", "mailto", "ftp"})
+
+
 def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nodes.Node]:
     """A text/markdown output as formatted nodes, parsed by myst-parser (CommonMark, $math$).
 
     Headings become rubrics (an output is no section of the page), ids are dropped (they would
     clash with the page's), HTML in the Markdown stays HTML only where text/html would, and
-    images that a LaTeX build cannot include show their alt text. Without myst-parser the
-    Markdown is shown as text.
+    images that a LaTeX build cannot include show their alt text, links other than http(s),
+    mailto, ftp or relative ones their text. Without myst-parser the Markdown is shown as text.
     """
     try:
         from docutils.core import publish_doctree
@@ -102,6 +114,7 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
         parser=Parser(),
         settings_overrides={
             "myst_enable_extensions": ["dollarmath", "strikethrough"],  # as JupyterLab's GFM
+            "myst_all_links_external": True,  # a link is a URL (LINK_SCHEMES below), as in Jupyter
             "doctitle_xform": False,
             "report_level": 5,
             "halt_level": 5,
@@ -129,6 +142,10 @@ def markdown_nodes(text: str, builder_format: str, allow_html: bool) -> list[nod
             node["language"] = language if _has_lexer(language) else "none"
         elif isinstance(node, nodes.image) and builder_format == "latex":
             node.replace_self(nodes.Text(node.get("alt", "")))
+        elif isinstance(node, nodes.reference) and urlsplit(node.get("refuri", "")).scheme.lower() not in LINK_SCHEMES:
+            # A link that runs something where clicked (run:, a PDF's launch action; an app's
+            # own scheme): its text only. markdown-it already drops javascript:, file: and data:.
+            node.replace_self(nodes.inline("", "", *node.children))
     for section in list(document.findall(nodes.section)):
         title = section.next_node(nodes.title)
         replacement: list[nodes.Node] = []

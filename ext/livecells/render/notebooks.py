@@ -18,14 +18,15 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.builders.html import StandaloneHTMLBuilder
-from sphinx.util.osutil import relative_uri
 
 from livecells.config import get_config
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import PagePlan
 from livecells.model.records import CellRecord, SessionRecord
+from livecells.model.vocabulary import CellStatus
 from livecells.read.collect import plans
-from livecells.read.directives import live_cell, live_recorded, live_settings, live_text
+from livecells.read.nodes import live_cell, live_recorded, live_settings, live_text
+from livecells.render.outputs import page_url
 from livecells.render.results import Matched
 
 DOWNLOAD_DIR = "_downloads/livecells"
@@ -79,13 +80,9 @@ def download_links(
     plan = plans(app.env).get(docname)
     if plan is None:
         return None
-    config = get_config(app)
+    config = get_config(app.env)
     pieces = page_pieces(root)
     title = _page_title(app, docname)
-    try:
-        base = app.builder.get_target_uri(docname)
-    except Exception:
-        base = docname
     para = nodes.paragraph("", "", classes=["livecells-downloads"])
     para += nodes.Text("Download notebook: ")
     for session in plan.sessions(config.framework_names(), app.tags):
@@ -101,7 +98,7 @@ def download_links(
         _write(target, json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
         if len(para) > 1:
             para += nodes.Text(" · ")
-        uri = relative_uri(base, notebook_path(docname, spec.name))
+        uri = page_url(app.builder, docname, notebook_path(docname, spec.name))
         para += nodes.reference(spec.label, spec.label, refuri=uri, classes=["livecells-download"])
     return para if len(para) > 1 else None
 
@@ -174,7 +171,7 @@ def notebook_outputs(result: CellRecord) -> list[dict[str, Any]]:
             if kind in {"execute_result", "display_data"}:
                 item.setdefault("metadata", {})
             outputs.append(item)
-    if result.status in {"timeout", "died"}:
+    if result.status in {CellStatus.TIMEOUT, CellStatus.DIED}:
         outputs.append(
             {"output_type": "error", "ename": result.ename or "Error", "evalue": result.evalue, "traceback": []}
         )
@@ -277,7 +274,7 @@ def prune_notebooks(app: Sphinx, exception: BaseException | None) -> None:
     folder = Path(app.builder.outdir) / DOWNLOAD_DIR
     if not folder.is_dir():
         return
-    config = get_config(app)
+    config = get_config(app.env)
     wanted = {
         notebook_path(docname, session.framework)
         for docname, plan in plans(app.env).items()

@@ -12,39 +12,34 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from docutils import nodes
 from sphinx.util import logging
-from sphinx.util.osutil import relative_uri
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
-from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
-from livecells.model.records import CellRecord
+from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_priority
+from livecells.model.records import RENDER_WARNED, CellRecord
 from livecells.model.streams import shown_outputs
-from livecells.model.text import css_name, one_line, strip_ansi
-from livecells.read.directives import live_cell
+from livecells.model.text import css_name, one_line, strip_ansi, xml_text
+from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.read.nodes import live_cell
 from livecells.render.ansi import ansi_to_html
-from livecells.render.markup import checked_math, latex_nodes, markdown_nodes, text_block
+from livecells.render.markup import (
+    MATHJAX_PROCESS,
+    UnsafeMath,
+    checked_math,
+    latex_nodes,
+    markdown_nodes,
+    text_block,
+)
 from livecells.store import Invalid, check_output, shown_output
 
 logger = logging.getLogger(__name__)
-
-
-def _mime_order(builder_format: str, allow_html: bool) -> list[str]:
-    """The representations a builder can show, best first (JupyterLab's order where it has one)."""
-    if builder_format == "html":
-        first = ["text/html"] if allow_html else []
-        return [
-            *first, "text/markdown", "text/latex", "image/svg+xml", "image/png", "image/jpeg",
-            "image/gif", "image/webp", "application/json", "text/plain",
-            *([] if allow_html else ["text/html"]),
-        ]
-    if builder_format == "latex":
-        return ["text/markdown", "text/latex", "image/png", "image/jpeg", "application/json", "text/plain"]
-    return ["text/markdown", "text/latex", "application/json", "text/plain"]
 
 
 class Outputs:
@@ -55,8 +50,28 @@ class Outputs:
         self.format = builder.format
         self.config = config
         self.docname = docname
+        #: The representations this builder shows, best first.
+        self.priority = mime_priority(
+            builder.name, builder.format, config.mime_priority, html_as_markup=config.allow_html
+        )
 
-    def of(self, cell: live_cell, result: CellRecord, framework: str) -> list[nodes.Node]:
+    def warn(self, cell: live_cell, framework: str, message: str) -> None:
+        _output_warning(cell, framework, message)
+        self.warned()
+
+    def warned(self) -> None:
+        """Note that writing this page gave a warning: the next build writes it again, although
+        nothing changed, so that its warnings (and ``-W``) are given again (see RENDER_WARNED)."""
+        folder = getattr(self.builder, "doctreedir", None)
+        if folder is None:
+            return
+        try:  # one short line, appended: safe from the processes of a parallel write
+            with open(Path(folder) / RENDER_WARNED, "a", encoding="utf-8") as handle:
+                handle.write(self.docname + "\n")
+        except OSError:
+            pass  # the page is not written again by itself: as before
+
+    def render(self, cell: live_cell, result: CellRecord, framework: str) -> list[nodes.Node]:
         """The nodes of a cell's outputs, in order."""
         out: list[nodes.Node] = []
         # Consecutive streams of one name are one text, as in JupyterLab's output area; an
@@ -66,15 +81,15 @@ class Outputs:
             try:
                 check_output(output, f"output {position + 1}")
             except Invalid as err:
-                out.extend(self.shown_run(cell, run, framework))
+                out.extend(self.render_run(cell, run, framework))
                 run = []
-                out.extend(self.left_out(cell, framework, str(err)))
+                out.extend(self.refused_note(cell, framework, str(err)))
                 continue
             run.append(output)
-        out.extend(self.shown_run(cell, run, framework))
+        out.extend(self.render_run(cell, run, framework))
         return out
 
-    def isolated(
+    def render_one(
         self, cell: live_cell, output: Any, position: int, framework: str
     ) -> list[nodes.Node]:
         """One output's nodes; one that cannot be shown is a located warning and a note."""
@@ -85,35 +100,36 @@ class Outputs:
                 # The name goes into a class attribute: a cell can set sys.stdout.name.
                 shown_as = css_name(name)
                 why = f"a stream named {one_line(repr(name), 60)} is shown as {shown_as!r}"
-                _output_warning(cell, framework, why)
+                self.warn(cell, framework, why)
                 output = {**output, "name": shown_as}
             return self._output_nodes(cell, output)
-        except Exception as err:  # noqa: BLE001 - one output never ends the build
+        except Exception as err:  # one output never ends the build
             why = str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}"
-            return self.left_out(cell, framework, why)
+            return self.refused_note(cell, framework, why)
 
-    def shown_run(self, cell: live_cell, run: list[dict[str, Any]], framework: str) -> list[nodes.Node]:
+    def render_run(self, cell: live_cell, run: list[dict[str, Any]], framework: str) -> list[nodes.Node]:
         """The nodes of a run of well-formed outputs, streams joined as JupyterLab joins them."""
         out: list[nodes.Node] = []
         for position, output in enumerate(shown_outputs(run)):
-            out.extend(self.isolated(cell, output, position, framework))
+            out.extend(self.render_one(cell, output, position, framework))
         return out
 
-    def left_out(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
+    def refused_note(self, cell: live_cell, framework: str, why: str) -> list[nodes.Node]:
+        """A located warning, and the note the page shows where the output would have been."""
         why = one_line(why, 200)
-        _output_warning(cell, framework, f"an output was left out: {why}")
+        self.warn(cell, framework, f"an output was left out: {why}")
         return [note(f"[an output was left out: {why}]", "livecells-refused")]
 
     def _output_nodes(self, cell: live_cell, output: dict[str, Any]) -> list[nodes.Node]:
         kind = output.get("output_type")
         if kind == "stream":
             name = output.get("name")
-            if name == "stderr" and cell.get("stderr") == "hide":
+            if name == "stderr" and cell.get("stderr") == StderrMode.HIDE:
                 return []
             text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:
                 return []
-            classes = ["livecells-stream", f"livecells-{css_name(name)}"]  # safe: see _isolated_output
+            classes = ["livecells-stream", f"livecells-{css_name(name)}"]  # safe: see render_one
             result: list[nodes.Node] = [self.text(text, classes)]
             if output.get("truncated"):
                 result.append(
@@ -154,77 +170,125 @@ class Outputs:
         return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 
     def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
-        for mime in _mime_order(self.format, self.config.allow_html):
+        refused = ""  # math refused by the allowlist: shown as text when nothing else is
+        for mime in self.priority:
             if mime not in data:
                 continue
+            kind = MIME_TYPES[mime]
             value = data[mime]
-            if isinstance(value, list) and mime != "application/json":
+            if isinstance(value, list) and kind.shown_as != "json":
                 value = "".join(str(v) for v in value)
+            if isinstance(value, str):  # text that no page (HTML, XHTML, LaTeX) can hold goes
+                value = xml_text(value)
             try:
-                rendered = self._mime_node(mime, value)
+                rendered = _SHOWN_AS[kind.shown_as](self, kind, value)
+            except UnsafeMath as err:
+                self.warned()
+                logger.warning(
+                    f"a {mime} output is not shown as math: {err}; the next representation (or "
+                    "its source, as text) is shown instead",
+                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
+                )
+                refused = refused or str(value)
+                continue
             except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
+                self.warned()
                 logger.warning(
                     f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
                     "the next representation is shown instead",
-                    type=WARNING_TYPE, subtype="output", location=cell_location(cell),
+                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
                 )
                 continue
             if rendered:
                 return rendered
-        return []
+        return [self.text(refused, ["livecells-result"])] if refused else []
 
-    def _mime_node(self, mime: str, value: Any) -> list[nodes.Node]:
-        """One representation as nodes for this builder ([] when it has nothing to show)."""
-        if mime == "text/html":
-            if not isinstance(value, str):
-                raise TypeError("text/html is not a string")
-            if not self.config.allow_html or self.format != "html":
-                return [self.text(value, ["livecells-result"])]
-            markup = f'<div class="output livecells-output livecells-html">\n{value}\n</div>\n'
-            return [nodes.raw("", markup, format="html")]
-        if mime in IMAGE_TYPES:
-            if not isinstance(value, str):
-                raise TypeError(f"{mime} is not a string")
-            node = self._image(mime, value)
-            return [node] if node is not None else []
-        if mime == "text/markdown":
-            box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
-            return [checked_math(box, self.format)]
-        if mime == "text/latex":
-            return [checked_math(_output_box(latex_nodes(str(value)), "livecells-latex"), self.format)]
-        if mime == "application/json":
-            if isinstance(value, str):
-                value = json.loads(value)
-            text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-            return [self.text(text, ["livecells-result", "livecells-json"])]
+    # One method per way of showing a representation (MimeType.shown_as); each gives the nodes
+    # for this builder, [] when it has nothing to show.
+
+    def _html(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        if not isinstance(value, str):
+            raise TypeError("text/html is not a string")
+        if not self.config.allow_html or self.format != "html":
+            return [self.text(value, ["livecells-result"])]
+        process = " ".join(MATHJAX_PROCESS)  # its math is typeset, as in JupyterLab
+        markup = f'<div class="output livecells-output livecells-html {process}">\n{value}\n</div>\n'
+        return [nodes.raw("", markup, format="html")]
+
+    def _image_nodes(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        if not isinstance(value, str):
+            raise TypeError(f"{kind.name} is not a string")
+        node = self._image(kind, value)
+        return [node] if node is not None else []
+
+    def _markdown(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        box = _output_box(markdown_nodes(str(value), self.format, self.config.allow_html), "livecells-markdown")
+        return [checked_math(box, self.format, self.config.allow_html)]
+
+    def _latex(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        box = _output_box(latex_nodes(str(value)), "livecells-latex")
+        return [checked_math(box, self.format, self.config.allow_html)]
+
+    def _json(self, kind: MimeType, value: Any) -> list[nodes.Node]:
+        if isinstance(value, str):
+            value = json.loads(value)
+        text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+        return [self.text(text, ["livecells-result", "livecells-json"])]
+
+    def _plain(self, kind: MimeType, value: Any) -> list[nodes.Node]:
         return [self.text(str(value), ["livecells-result"])]
 
-    def _image(self, mime: str, value: str) -> nodes.Node | None:
-        raw = value.encode() if mime == "image/svg+xml" else base64.b64decode(value, validate=False)
+    def _image(self, kind: MimeType, value: str) -> nodes.Node | None:
+        raw = kind.decoded(value)
         if len(raw) > MAX_IMAGE_BYTES:
             return note(
                 f"An image of {len(raw) / 2**20:.1f} MiB was left out (limit "
                 f"{MAX_IMAGE_BYTES // 2**20} MiB).",
                 "livecells-refused",
             )
-        name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{IMAGE_TYPES[mime]}"
+        name = f"livecells-{hashlib.sha256(raw).hexdigest()[:20]}{kind.suffix}"
         builder = self.builder
+        if kind.name == "image/svg+xml" and not self.config.allow_html:
+            # An SVG can hold scripts: as a file of the site, a reader who opens it runs them on
+            # the site's origin. Inside the page as a data: URI it is only ever an <img> (no
+            # script runs there, and browsers open no data: URL as a page).
+            uri = "data:image/svg+xml;base64," + base64.b64encode(raw).decode("ascii")
+            image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
+            return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
         if self.format == "latex":
             target = Path(builder.outdir) / name
             uri = name
         else:
             imagedir = getattr(builder, "imagedir", "_images")
             target = Path(builder.outdir) / imagedir / name
-            try:
-                base = builder.get_target_uri(self.docname)
-            except Exception:
-                base = self.docname
-            uri = relative_uri(base, f"{imagedir}/{name}")
+            uri = page_url(builder, self.docname, f"{imagedir}/{name}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists():
             target.write_bytes(raw)
         image = nodes.image(uri=uri, candidates={"?": uri}, classes=["livecells-image"], alt="output")
         return nodes.container("", image, classes=["livecells-output", "livecells-figure"])
+
+
+_SHOWN_AS = {
+    "html": Outputs._html,
+    "image": Outputs._image_nodes,
+    "markdown": Outputs._markdown,
+    "latex": Outputs._latex,
+    "json": Outputs._json,
+    "text": Outputs._plain,
+}
+
+
+def page_url(builder: Any, docname: str, target: str) -> str:
+    """The URL of ``target`` (a path under the output folder) from the HTML page of ``docname``,
+    quoted: pages and folders named with "#", "%", "?", spaces or non-ASCII link right. From
+    where the page is written, not from ``get_target_uri`` (quoted by html, not by dirhtml)."""
+    page = builder.config.root_doc if builder.name == "singlehtml" else docname
+    try:
+        folder = Path(builder.get_outfilename(page)).parent.relative_to(builder.outdir).as_posix()
+    except (AttributeError, ValueError):
+        folder = posixpath.dirname(page) or "."
+    return quote(posixpath.relpath(target, folder))
 
 
 def cell_location(cell: live_cell) -> str:
@@ -235,7 +299,8 @@ def cell_location(cell: live_cell) -> str:
 
 def _output_warning(cell: live_cell, framework: str, message: str) -> None:
     logger.warning(
-        f"live-cell [{framework}]: {message}", type=WARNING_TYPE, subtype="output", location=cell_location(cell)
+        f"live-cell [{framework}]: {message}",
+        type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
 from html import escape
 from typing import Any
 
@@ -24,16 +23,19 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
 
-from livecells.config import app_of, get_config
-from livecells.model.records import outcome_of
+from livecells.config import get_config
+from livecells.model.records import SessionOutcome, outcome_of
 from livecells.model.text import one_line
-from livecells.render.results import format_seconds
+from livecells.model.vocabulary import ExecuteMode, Origin, SessionStatus
+from livecells.render.markup import MATHJAX_IGNORE
+from livecells.render.timing import format_date, format_seconds
+from livecells.sphinx_util import app_of
 
 #: Bar colours, one per framework in configured order (colour-blind safe).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
 
 
-class live_report(nodes.General, nodes.Element):  # noqa: N801
+class live_report(nodes.General, nodes.Element):
     """Where the execution report goes; replaced when the page is written."""
 
 
@@ -48,54 +50,35 @@ class LiveReportDirective(SphinxDirective):
         return [node]
 
 
-@dataclass(frozen=True)
-class ReportRow:
-    """One (page, framework) session as the report shows it."""
-
-    docname: str
-    framework: str
-    status: str  # the stored status, "not run", or "store damaged"
-    cells: int
-    errors: int
-    seconds: float | None  # the cells' run time, summed
-    device: str = ""
-    date: str = ""
-    host: str = ""
-    origin: str = ""  # "this build", "store" or ""
-    outdated: bool = False  # stored for other code (or :depends: files) than the page now has
-    shown: int = 0  # of its cells, those whose stored result the page still shows
-
-
-def report_rows(app: Sphinx) -> list[ReportRow]:
+def report_rows(app: Sphinx) -> list[SessionOutcome]:
     """Every session of the site, as the build's outcome has it, in page order."""
-    outcome = outcome_of(app.env)
-    rows = []
-    for session in sorted(outcome.sessions.values(), key=lambda s: (s.page, _order(app, s.framework))):
-        if not session.record_status:
-            status = "store damaged" if session.store_damaged else "not run"
-            rows.append(ReportRow(session.page, session.framework, status, session.cells, 0, None))
-            continue
-        rows.append(
-            ReportRow(
-                docname=session.page,
-                framework=session.framework,
-                status=_shown(session.record_status),
-                cells=session.cells,
-                errors=session.errors,
-                seconds=session.seconds,
-                device=_shown(session.device),
-                date=_shown(session.date),
-                host=_shown(session.host),
-                origin="this build" if session.origin == "run" else "store",
-                outdated=session.stale,
-                shown=session.current,
-            )
-        )
-    return rows
+    sessions = outcome_of(app.env).sessions.values()
+    return sorted(sessions, key=lambda s: (s.page, _order(app, s.framework)))
+
+
+def shown_row(session: SessionOutcome) -> tuple[str, ...]:
+    """What the table shows of a session past its page and framework: status (with its cells
+    the page shows failed, not run, or stored for other code), cells, device, when and where it
+    last ran, and where that record comes from."""
+    if session.record_status is None:
+        status = "store damaged" if session.store_damaged else "not run"
+        return (status, str(session.cells), "—", "—", "—")
+    status = _shown(session.record_status)
+    if session.errors:
+        status += f", {session.errors} cell error(s)"
+    if session.not_run:
+        status += f", {session.not_run} not run"
+    if session.stale:
+        status += f" (code changed since; {session.current} of {session.cells} cells shown)"
+    when = format_date(_shown(session.date))
+    host = _shown(session.host)
+    ran = f"{when} on {host}" if host and when else when
+    origin = session.latest_origin.label
+    return (status, str(session.cells), _shown(session.device) or "—", ran or "—", origin or "—")
 
 
 def _order(app: Sphinx, framework: str) -> int:
-    names = get_config(app).framework_names()
+    names = get_config(app.env).framework_names()
     return names.index(framework) if framework in names else len(names)
 
 
@@ -104,24 +87,26 @@ def _shown(value: Any) -> str:
     return one_line(str(value), 120)
 
 
-def summary_line(rows: list[ReportRow], execute: str) -> str:
+def summary_line(rows: list[SessionOutcome], execute: str) -> str:
     """``N sessions on P pages: R run in this build, S from the store, ...; total cell time``."""
-    ran = sum(1 for r in rows if r.origin == "this build")
-    stored = sum(1 for r in rows if r.origin == "store")
-    not_run = sum(1 for r in rows if not r.origin)
-    failed = sum(1 for r in rows if r.origin and r.status != "ok")
+    ran = sum(1 for r in rows if r.latest_origin == Origin.RUN)
+    stored = sum(1 for r in rows if r.latest_origin == Origin.STORE)
+    not_run = sum(1 for r in rows if r.latest_origin == Origin.RECORDED)
+    failed = sum(1 for r in rows if r.errors or r.record_status == SessionStatus.FAILED)
     total = sum(r.seconds or 0.0 for r in rows)
-    pages = len({r.docname for r in rows})
+    pages = len({r.page for r in rows})
+    errors, cells_not_run, stale = (sum(getattr(r, k) for r in rows) for k in ("errors", "not_run", "stale_cells"))
     text = (
         f"{len(rows)} sessions on {pages} pages: {ran} run in this build, {stored} from the store, "
-        f"{not_run} not run; {failed} failed; total cell time {format_seconds(total)}."
+        f"{not_run} not run; {failed} failed; the pages show {errors} cell error(s), {cells_not_run} "
+        f"cell(s) not run, {stale} stale; total cell time {format_seconds(total)}."
     )
-    if execute == "off":
+    if execute == ExecuteMode.OFF:
         text += " (livecells_execute = 'off': the pages show their recorded outputs.)"
     return text
 
 
-def chart_svg(rows: list[ReportRow], labels: dict[str, str], titles: dict[str, str]) -> str:
+def chart_svg(rows: list[SessionOutcome], labels: dict[str, str], titles: dict[str, str]) -> str:
     """A horizontal bar chart of run time per page and framework, as standalone SVG text."""
     timed = [r for r in rows if r.seconds is not None]
     colours = {fw: PALETTE[i % len(PALETTE)] for i, fw in enumerate(labels)}
@@ -137,7 +122,7 @@ def chart_svg(rows: list[ReportRow], labels: dict[str, str], titles: dict[str, s
     ]
     for n, row in enumerate(timed):
         y = 10 + n * (bar + gap)
-        label = f"{titles.get(row.docname, row.docname)} · {labels.get(row.framework, row.framework)}"
+        label = f"{titles.get(row.page, row.page)} · {labels.get(row.framework, row.framework)}"
         shown = label if len(label) <= 40 else label[:39] + "…"
         length = max(1.0, (row.seconds or 0.0) * scale)
         value = format_seconds(row.seconds or 0.0)
@@ -169,7 +154,7 @@ class RenderLiveReport(SphinxPostTransform):
         if not placeholders:
             return
         app = app_of(self.env)
-        config = get_config(app)
+        config = get_config(self.env)
         rows = report_rows(app)
         labels = {name: spec.label for name, spec in config.frameworks.items()}
         titles = {d: t.astext() for d, t in self.env.titles.items()}
@@ -184,11 +169,12 @@ class RenderLiveReport(SphinxPostTransform):
             placeholder.replace_self(out)
 
     def _table(
-        self, app: Sphinx, rows: list[ReportRow], labels: dict[str, str], titles: dict[str, str]
+        self, app: Sphinx, rows: list[SessionOutcome], labels: dict[str, str], titles: dict[str, str]
     ) -> nodes.table:
         headers = ["Page", "Framework", "Status", "Cells", "Run time", "Device", "Ran", "From"]
         widths = [22, 10, 10, 5, 9, 12, 22, 10]  # in characters, for the text builder
-        table = nodes.table(classes=["livecells-report"])
+        # Stored text (a device's name, a reason) is no math for MathJax.
+        table = nodes.table(classes=["livecells-report", *MATHJAX_IGNORE])
         group = nodes.tgroup(cols=len(headers))
         table += group
         for width in widths:
@@ -198,23 +184,13 @@ class RenderLiveReport(SphinxPostTransform):
         group += head
         body = nodes.tbody()
         for row in rows:
-            status = row.status
-            if row.errors and row.status != "ok":
-                status += f", {row.errors} cell error(s)"
-            if row.outdated:
-                status += f" (code changed since; {row.shown} of {row.cells} cells shown)"
-            when = row.date.replace("T", " ").replace("+00:00", " UTC")
-            ran = f"{when} on {row.host}" if row.host and when else when
+            status, cells, device, ran, origin = shown_row(row)
+            seconds = "—" if row.seconds is None else format_seconds(row.seconds).replace(" ", "\u00a0")
             body += _row(
                 [
-                    self._page_link(app, row.docname, titles.get(row.docname, row.docname)),
+                    self._page_link(app, row.page, titles.get(row.page, row.page)),
                     nodes.Text(labels.get(row.framework, row.framework)),
-                    nodes.Text(status),
-                    nodes.Text(str(row.cells)),
-                    nodes.Text("—" if row.seconds is None else format_seconds(row.seconds).replace(" ", "\u00a0")),
-                    nodes.Text(row.device or "—"),
-                    nodes.Text(ran or "—"),
-                    nodes.Text(row.origin or "—"),
+                    *(nodes.Text(text) for text in (status, cells, seconds, device, ran, origin)),
                 ]
             )
         group += body
@@ -254,8 +230,11 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     pages = report_pages(env)
     if not pages:
         return []
-    shown = [asdict(row) for row in report_rows(app)]
-    digest = hashlib.sha256(json.dumps([shown, get_config(app).execute], sort_keys=True).encode()).hexdigest()
+    shown = [
+        (row.page, row.framework, row.seconds, row.errors, row.not_run, row.stale_cells, *shown_row(row))
+        for row in report_rows(app)
+    ]
+    digest = hashlib.sha256(json.dumps([shown, get_config(app.env).execute], sort_keys=True).encode()).hexdigest()
     # Per builder: builders that share one environment each write their own copy of the page.
     if not hasattr(env, "livecells_report_digests"):
         env.livecells_report_digests = {}  # type: ignore[attr-defined]
@@ -282,6 +261,6 @@ def setup_report(app: Sphinx) -> None:
     skip = (_skip, None)
     app.add_node(live_report, html=skip, latex=skip, text=skip, man=skip, texinfo=skip)
     app.add_env_collector(ReportCollector)
-    # After the build's handler (livecells.build.events, priority 500) has run this build's sessions.
+    # After the build's handler (livecells.pipeline.events, priority 500) has run this build's sessions.
     app.connect("env-updated", on_env_updated, priority=600)
     app.add_post_transform(RenderLiveReport)

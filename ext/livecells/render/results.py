@@ -3,11 +3,11 @@
 The build's outcome (:class:`~livecells.model.records.BuildOutcome`, on the environment) says
 where each session's results come from: this build's run (kept in memory, so that a store that
 cannot be written does not empty the pages whose cells ran), the store, or nowhere. A stored
-result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_cells`
+result belongs to its cell by the one staleness rule, :func:`~livecells.model.records.current_count`
 (state flows down a session, so a change in cell 3 leaves cells 1-2 valid and drops 3 onwards),
 which the build applied: the outcome says how many of each session's cells the page shows. The
-records themselves are read here, once per page: the outcome does not hold every output of the
-book in memory.
+records are the outcome's own, the very ones the build planned with (a store file is read once
+per build): render never reads the store, so a file replaced during the build changes nothing.
 Shared by :mod:`.cells` and :mod:`.notebooks`, so that a notebook holds exactly the outputs the
 page shows.
 """
@@ -22,7 +22,7 @@ from sphinx import addnodes
 
 from livecells.model.plans import PagePlan
 from livecells.model.records import BuildOutcome, CellRecord, SessionRecord
-from livecells.store import OutputStore, StoreProblem
+from livecells.model.vocabulary import Origin
 
 #: (cell index, framework) -> (the cell's result, its session's record)
 Matched = dict[tuple[int, str], tuple[CellRecord, SessionRecord]]
@@ -30,23 +30,13 @@ Matched = dict[tuple[int, str], tuple[CellRecord, SessionRecord]]
 
 def page_records(outcome: BuildOutcome, plan: PagePlan) -> dict[str, SessionRecord]:
     """The page's sessions by framework, as the build's outcome says: this build's records, and
-    the stored ones of the sessions it took from the store (the page's file is read once here)."""
+    the stored ones (as the build read them) of the sessions it took from the store."""
     records: dict[str, SessionRecord] = {}
-    from_store = []
     for framework in plan.frameworks:
         session = outcome.session(plan.docname, framework)
-        if session is None:
-            continue
-        if session.origin == "run" and (plan.docname, framework) in outcome.records:
-            records[framework] = outcome.records[(plan.docname, framework)]
-        elif session.origin == "store":
-            from_store.append(framework)
-    if from_store and outcome.store:
-        try:
-            stored = OutputStore(outcome.store).records(plan.docname)
-        except StoreProblem:
-            stored = {}  # reported when the build planned this page
-        records.update({fw: stored[fw] for fw in from_store if fw in stored})
+        record = outcome.records.get((plan.docname, framework))
+        if session is not None and record is not None and session.origin in {Origin.RUN, Origin.STORE}:
+            records[framework] = record
     return records
 
 
@@ -87,11 +77,3 @@ def groups_by_page(
         pages.setdefault(name, (root, []))[1].append(group)
     return [(root, name, members) for name, (root, members) in pages.items()]
 
-
-def format_seconds(value: float) -> str:
-    """A run time as the page and the report show it: 4 decimals under a second, fewer above."""
-    if value >= 100:
-        return f"{value:.0f} s"
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value:.4f} s"

@@ -1,9 +1,9 @@
 """Store stage: executed sessions kept per page as plain JSON, fit to commit (:mod:`.files`);
 the shape a stored session must have (:mod:`.schema`), and the one place records become JSON
-(:mod:`.records`)."""
+(:mod:`.codec`)."""
 
+from livecells.store.codec import repaired, session_from_json, session_to_json
 from livecells.store.files import OutputStore, StoreProblem
-from livecells.store.records import repaired, session_from_json, session_to_json
 from livecells.store.schema import Invalid, check_output, shown_output
 
 __all__ = [

@@ -16,17 +16,18 @@ import fcntl
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from livecells.model.records import SessionRecord
-from livecells.store.records import session_from_json, session_to_json
+from livecells.store.codec import session_from_json, session_to_json
 from livecells.store.schema import Invalid, check_session
 
 FORMAT = 1
 SUFFIX = ".json"
+#: What happens to a store file that cannot be read: said loudly, since the file is overwritten.
+REPLACED = "its results will be recomputed, and the file replaced when they are stored"
 
 
 class StoreProblem(Exception):
@@ -76,13 +77,13 @@ class OutputStore:
             data = json.loads(text)
         except (ValueError, RecursionError) as err:
             reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
-            raise StoreProblem(f"{path}: damaged ({reason}); its results will be recomputed") from None
+            raise StoreProblem(f"{path}: damaged ({reason}); {REPLACED}") from None
         if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
-            raise StoreProblem(f"{path}: not a livecells store file; its results will be recomputed")
+            raise StoreProblem(f"{path}: not a livecells store file; {REPLACED}")
         version = data.get("format")
         if type(version) is not int:
             raise StoreProblem(
-                f"{path}: not a livecells store file (format {version!r}); its results will be recomputed"
+                f"{path}: not a livecells store file (format {version!r}); {REPLACED}"
             )
         if version > FORMAT:
             raise StoreProblem(
@@ -125,11 +126,19 @@ class OutputStore:
         Raises :class:`StoreProblem` when the file cannot be changed (or, for some frameworks'
         results, read)."""
         path = self.path(docname)
+        root = self.root.resolve()
+        if root not in path.resolve().parents:  # "../../tsconfig", "/etc/x": not the store's
+            raise StoreProblem(f"{path}: not in the store folder {root}; left alone")
         if not path.exists():
             return False
         try:
             with self._locked(docname):
                 if frameworks is None:
+                    if _foreign(path):
+                        raise StoreProblem(
+                            f"{path}: JSON that is not a livecells store file; left alone (is "
+                            "the store folder right?)"
+                        )
                     path.unlink(missing_ok=True)
                     return True
                 data = self.load(docname)
@@ -158,7 +167,10 @@ class OutputStore:
         data["format"] = FORMAT
         data["page"] = docname
         text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # Not tempfile.mkstemp (always 0600): the store is shared (committed, published by
+        # another user), so its files get 0666 less the umask, as any file the user writes.
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -172,7 +184,7 @@ class OutputStore:
 
 
 #: Per store file text read (path, length, hash): each session's problem, or None. A build
-#: reads each page's file twice (the plan, the page); it is checked once.
+#: reads a page's file again, under its lock, to store a session in it; it is checked once.
 _VERDICTS: dict[tuple[str, int, int], dict[str, str | None]] = {}
 
 
@@ -205,6 +217,16 @@ def _read(path: Path) -> str:
 
 def _empty(docname: str) -> dict[str, Any]:
     return {"format": FORMAT, "page": docname, "sessions": {}}
+
+
+def _foreign(path: Path) -> bool:
+    """Whether ``path`` holds JSON that is no livecells store file (a ``package.json`` in a
+    store folder given wrong), which ``clear`` must not delete. A damaged file is the store's."""
+    try:
+        data = json.loads(_read(path))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return not (isinstance(data, dict) and isinstance(data.get("sessions"), dict) and "format" in data)
 
 
 def _is_newer(path: Path) -> bool:

@@ -18,16 +18,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from livecells.model.mime import BASE64_TYPES
-from livecells.model.records import CELL_STATUSES
+from livecells.model.mime import BASE64_TYPES, MARKUP_TYPES
 from livecells.model.text import ESCAPE, cut_text, fix_surrogates, has_surrogates, one_line
+from livecells.model.vocabulary import STORED_CELL_STATUSES, STORED_SESSION_STATUSES
 
 OUTPUT_TYPES = ("stream", "error", "execute_result", "display_data")
 #: Nested data (metadata, application/json) deeper than this is refused: it is no output
 #: anyone reads, and deep enough it breaks ``repr`` and ``deepcopy`` at render time.
 MAX_DEPTH = 64
-#: Mime types whose text is markup: never cut, left out whole when too long.
-MARKUP_TYPES = ("text/html", "text/latex", "text/markdown")
 #: The longest exception message kept (the traceback, which holds it too, is kept longer).
 MAX_MESSAGE = 10_000
 
@@ -128,7 +126,8 @@ def _mime_bundle(data: Any, where: str) -> None:
 
 def _base64(text: str, where: str) -> None:
     """Base64, as Jupyter writes it (line breaks allowed); checked without decoding it when
-    it is plainly well formed (ten times faster: the store holds every image of the book)."""
+    it is plainly well formed (decoding is the slow part, and the store holds every image of
+    the book)."""
     if text.isascii():
         raw = text.encode("ascii")
         rest = raw.translate(None, _BASE64_ALPHABET)
@@ -187,7 +186,7 @@ def _check_error(error: Any, where: str) -> None:
 def check_cell(cell: Any, where: str) -> None:
     _dict(cell, where)
     status = _str(cell.get("status"), f"{where}.status")
-    if status not in CELL_STATUSES:
+    if status not in STORED_CELL_STATUSES:
         raise _fail(f"{where}.status", f"unknown status {one_line(repr(status), 60)}")
     _int(cell.get("index"), f"{where}.index")
     _str(cell.get("code_sha"), f"{where}.code_sha")
@@ -226,6 +225,9 @@ def check_session(record: Any) -> None:
     _dict(record, "")
     for key in ("status", "key", "environment", "run_id", "framework", "message"):
         _opt_str(record.get(key), key)
+    status = record.get("status")
+    if status is not None and status not in STORED_SESSION_STATUSES:
+        raise _fail("status", f"unknown status {one_line(repr(status), 60)}")
     _seconds(record.get("duration"), "duration")
     provenance = _dict(record.get("provenance", {}), "provenance")
     for key, value in provenance.items():

@@ -1,22 +1,19 @@
-"""The worker side of the Dask executor: what runs inside a Dask worker process.
+"""What a machine that runs sessions for an executor keeps, whatever the executor.
 
-:func:`run_on_worker` is the task of one session. It runs the session's kernel on the worker,
-in the page's folder, with the worker's own devices (:class:`WorkerDevices`), and returns the
-session's record.
+An executor whose sessions run in worker processes (Dask's, or another's) keeps, per worker:
 
-Warm kernels: each worker keeps a :class:`WorkerKernels`, made on first use and kept for the
-worker's life. It holds a :class:`~.forkserver.ForkServer`, whose templates (one per framework)
-import the framework once per worker, so that a session's kernel is forked in milliseconds, as
-in a local build; and a :class:`~.reaper.Guard`, which kills the kernels' process trees if the
-worker dies without closing them. :class:`KernelsPlugin`, which the build registers when it
-connects, starts the build's templates while Sphinx reads the pages, and closes the worker's
-kernels when the worker closes. Templates import only while none of the worker's sessions runs:
-nothing runs beside a timed cell, also on a worker with several threads.
+- :class:`WorkerDevices`: the worker's own GPUs, each lent to one of its running sessions at a
+  time, by the :class:`~.devices.DeviceLedger` rule a local build uses;
+- :class:`WorkerKernels`: a :class:`~.forkserver.ForkServer`, whose templates (one per framework)
+  import the framework once per worker, so that a session's kernel is forked in milliseconds, as
+  in a local build; and a :class:`~.reaper.Guard`, which kills the kernels' process trees if the
+  worker dies without closing them. Templates import only while none of the worker's sessions
+  runs: nothing runs beside a timed cell, also on a worker with several threads.
 
-This module imports ``distributed`` (a worker has it) and never Sphinx.
-
-Its size (about 410 lines) is what one worker process owns for its life: its devices, its fork
-server and guard, the plugin that starts and ends them, and the task of one session.
+Both are kept on the object that stands for the worker process (``of(owner)``: Dask's ``Worker``),
+made on first use. :func:`source_problem`, :func:`with_reachable_log` and :func:`run_watched` are
+the parts of one session's task that do not depend on the executor. Nothing here imports Sphinx
+or an executor's package.
 """
 
 from __future__ import annotations
@@ -26,9 +23,7 @@ import atexit
 import functools
 import logging
 import os
-import socket
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -36,27 +31,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from distributed import get_worker
-from distributed.core import Status
-from distributed.diagnostics.plugin import WorkerPlugin
-
-from livecells.execute.dask import (
-    GPU_RESOURCE,
-    PLUGIN_NAME,
-    WATCH_INTERVAL,
-    failed_record,
-)
 from livecells.execute.devices import GPU, DeviceLedger, Lease, detect_gpus
 from livecells.execute.forkserver import ForkServer
 from livecells.execute.kernel import KernelSession
 from livecells.execute.reaper import Guard
 from livecells.execute.scheduler import SessionJob, run_session
 from livecells.model.frameworks import FrameworkSpec
+from livecells.model.records import SessionRecord
 
+#: How often a waiting or running task looks whether it was cancelled (seconds).
+WATCH_INTERVAL = 0.5
 _DEVICES_ATTRIBUTE = "_livecells_devices"
 _KERNELS_ATTRIBUTE = "_livecells_kernels"
 _MADE = threading.Lock()  # making a worker's devices or kernels: once per worker
-logger = logging.getLogger("livecells.dask")  # the worker's log
+logger = logging.getLogger("livecells.worker")  # the worker's log
 
 
 # -- devices ----------------------------------------------------------------------------------
@@ -66,19 +54,21 @@ class DeviceProblem(RuntimeError):
     """The worker cannot lend the GPUs a session asks for."""
 
 
-def own_gpus(declared: int, visible: Sequence[GPU], pinned: bool) -> tuple[list[GPU], str | None]:
+def own_gpus(
+    declared: int, visible: Sequence[GPU], pinned: bool, resource: str = "GPU"
+) -> tuple[list[GPU], str | None]:
     """A worker's own GPUs: the first ``declared`` of those it sees, or why that is unclear.
 
     ``visible`` is already limited by the worker's ``CUDA_VISIBLE_DEVICES`` (``pinned``), which
-    dask-cuda sets with the worker's own GPU first.
+    dask-cuda sets with the worker's own GPU first. ``resource``: how the worker declares GPUs.
     """
     if declared <= 0:
         return [], None
     if declared > len(visible):
-        return [], f"it declares {GPU_RESOURCE}={declared} but sees {len(visible)} GPU(s)"
+        return [], f"it declares {resource}={declared} but sees {len(visible)} GPU(s)"
     if len(visible) > declared and not pinned:
         return [], (
-            f"it declares {GPU_RESOURCE}={declared} but sees {len(visible)} GPUs and "
+            f"it declares {resource}={declared} but sees {len(visible)} GPUs and "
             "CUDA_VISIBLE_DEVICES is not set, so which are its own is unknown: pin each worker "
             "to its GPUs with CUDA_VISIBLE_DEVICES (or use dask-cuda)"
         )
@@ -86,25 +76,24 @@ def own_gpus(declared: int, visible: Sequence[GPU], pinned: bool) -> tuple[list[
 
 
 class WorkerDevices:
-    """The GPUs of one worker, each lent to one of its running sessions at a time (by the
-    :class:`~.devices.DeviceLedger` rule a local build uses). Dask's ``GPU`` resource already
-    keeps a worker from taking more GPU sessions than it declares; this lends the GPUs themselves."""
+    """The GPUs of one worker, each lent to one of its running sessions at a time. The executor
+    already keeps a worker from taking more GPU sessions than it declares; this lends the GPUs
+    themselves."""
 
     def __init__(self, gpus: Sequence[GPU], problem: str | None = None) -> None:
         self.ledger = DeviceLedger(gpus)
         self.problem = problem
 
     @classmethod
-    def of(cls, worker: Any) -> WorkerDevices:
-        """The worker's devices, found once per worker and kept on the worker."""
+    def of(cls, owner: Any, declared: int, resource: str = "GPU") -> WorkerDevices:
+        """The worker's devices (it declares ``declared`` GPUs), found once and kept on ``owner``."""
         with _MADE:
-            devices = getattr(worker, _DEVICES_ATTRIBUTE, None)
+            devices = getattr(owner, _DEVICES_ATTRIBUTE, None)
             if devices is None:
-                declared = int(worker.state.total_resources.get(GPU_RESOURCE, 0))
                 pinned = os.environ.get("CUDA_VISIBLE_DEVICES") is not None
-                gpus, problem = own_gpus(declared, detect_gpus() if declared else [], pinned)
+                gpus, problem = own_gpus(declared, detect_gpus() if declared else [], pinned, resource)
                 devices = cls(gpus, problem)
-                setattr(worker, _DEVICES_ATTRIBUTE, devices)
+                setattr(owner, _DEVICES_ATTRIBUTE, devices)
         return devices  # type: ignore[no-any-return]
 
     @contextmanager
@@ -137,7 +126,7 @@ def _in_spawner(function: Callable[..., Any], *args: Any) -> Any:
     """Call ``function`` in this process's one long-lived thread, which starts every template.
 
     A template dies with the *thread* that started it (``PR_SET_PDEATHSIG`` follows the parent
-    thread), and Dask's task threads come and go (``secede``/``rejoin``).
+    thread), and an executor's task threads may come and go (Dask's ``secede``/``rejoin``).
     """
     global _SPAWNER
     with _MADE:
@@ -171,16 +160,16 @@ class WorkerKernels:
         self._watched: set[int] = set()
 
     @classmethod
-    def of(cls, worker: Any, *, make: bool = True) -> WorkerKernels | None:
-        """The worker's kernels, made on first use (with ``make``) and kept on the worker."""
+    def of(cls, owner: Any, *, make: bool = True) -> WorkerKernels | None:
+        """The worker's kernels, made on first use (with ``make``) and kept on ``owner``."""
         with _MADE:
-            kernels = getattr(worker, _KERNELS_ATTRIBUTE, None)
+            kernels = getattr(owner, _KERNELS_ATTRIBUTE, None)
             if kernels is None and make:
                 kernels = cls()
-                setattr(worker, _KERNELS_ATTRIBUTE, kernels)
-                # Without the plugin (or a worker that never closes cleanly): at the latest when
-                # the process exits. A killed worker's templates die with it (PR_SET_PDEATHSIG),
-                # and its guard kills what they started.
+                setattr(owner, _KERNELS_ATTRIBUTE, kernels)
+                # Without a close from the executor (or a worker that never closes cleanly): at
+                # the latest when the process exits. A killed worker's templates die with it
+                # (PR_SET_PDEATHSIG), and its guard kills what they started.
                 atexit.register(kernels.close)
         return kernels
 
@@ -218,6 +207,13 @@ class WorkerKernels:
                 # A template whose starter was cancelled before it began is for us to start.
                 if all(self._templates.get(key) is event for key, event in others.items()):
                     return
+
+    def warm_quietly(self, frameworks: Sequence[FrameworkSpec]) -> None:
+        """:meth:`warm`, for a thread of its own: a failure is logged."""
+        try:
+            self.warm(frameworks)
+        except Exception:
+            logger.exception("livecells: starting the kernel templates failed")
 
     def _start(self, frameworks: dict[TemplateKey, FrameworkSpec], wanted: Callable[[], bool]) -> None:
         started = False
@@ -293,42 +289,7 @@ class WorkerKernels:
         self.guard.close()
 
 
-class KernelsPlugin(WorkerPlugin):  # type: ignore[misc]
-    """Keeps each worker's :class:`WorkerKernels` for the worker's life.
-
-    ``setup`` (on every worker, also those that join later) starts the templates of
-    ``frameworks`` in the background; the worker's close kills its templates and kernels. A build
-    registers the plugin again under the same name: the old one's ``teardown`` then leaves the
-    templates to the worker.
-    """
-
-    name = PLUGIN_NAME
-
-    def __init__(self, frameworks: Sequence[FrameworkSpec] = ()) -> None:
-        self.frameworks = tuple(frameworks)
-
-    def setup(self, worker: Any) -> None:
-        kernels = WorkerKernels.of(worker)
-        if self.frameworks and kernels is not None:
-            threading.Thread(
-                target=_warm_quietly, args=(kernels, self.frameworks), name="livecells-warm", daemon=True
-            ).start()
-
-    def teardown(self, worker: Any) -> None:
-        if worker.status in {Status.closing, Status.closed, Status.failed}:
-            kernels = WorkerKernels.of(worker, make=False)
-            if kernels is not None:
-                kernels.close()
-
-
-def _warm_quietly(kernels: WorkerKernels, frameworks: Sequence[FrameworkSpec]) -> None:
-    try:
-        kernels.warm(frameworks)
-    except Exception:
-        logger.exception("livecells: starting the kernel templates failed")
-
-
-# -- the task -----------------------------------------------------------------------------------
+# -- one session's task -------------------------------------------------------------------------
 
 
 def source_problem(job: SessionJob) -> str | None:
@@ -341,7 +302,7 @@ def source_problem(job: SessionJob) -> str | None:
     return None
 
 
-def _with_reachable_log(job: SessionJob) -> SessionJob:
+def with_reachable_log(job: SessionJob) -> SessionJob:
     """The job, without its kernel log if the log's folder cannot be made on this machine."""
     if not job.log_path:
         return job
@@ -352,19 +313,10 @@ def _with_reachable_log(job: SessionJob) -> SessionJob:
     return job
 
 
-def _still_wanted(worker: Any, key: str) -> bool:
-    """Whether the scheduler still wants the task ``key`` that this thread runs."""
-    tasks = getattr(getattr(worker, "state", None), "tasks", None)
-    if tasks is None:
-        return True
-    task = tasks.get(key)
-    return task is not None and task.state not in {"cancelled", "released", "forgotten"}
-
-
-async def _run_watched(
+async def run_watched(
     job: SessionJob, lease: Lease, wanted: Callable[[], bool], factory: Callable[..., KernelSession]
-) -> Any:
-    """Run the session; stop it (and its kernel) if its task is cancelled meanwhile."""
+) -> SessionRecord | None:
+    """Run the session; stop it (and its kernel) if ``wanted`` says no more meanwhile (None)."""
     session = asyncio.ensure_future(run_session(job, lease, session_factory=factory))
     while True:
         finished, _ = await asyncio.wait({session}, timeout=WATCH_INTERVAL)
@@ -375,40 +327,3 @@ async def _run_watched(
             with suppress(asyncio.CancelledError):
                 await session
             return None
-
-
-def run_on_worker(job: SessionJob, key: str, topic: str, fork: bool = True) -> Any:
-    """The Dask task of one session: run it on this worker (in a kernel forked from the worker's
-    template of its framework, with ``fork``); return its record."""
-    worker = get_worker()
-    host = socket.gethostname()
-    worker.log_event(topic, {"token": key, "worker": worker.address, "host": host})
-    started = time.perf_counter()
-    problem = source_problem(job)
-    record = None
-    if problem is not None:
-        problem = (
-            f"the Dask worker {worker.address} on {host} cannot see the source tree: {problem} "
-            "(workers must reach the book's source folder at the same path, e.g. on a shared "
-            "file system)"
-        )
-    else:
-        wanted = functools.partial(_still_wanted, worker, key)
-        kernels = WorkerKernels.of(worker)
-        assert kernels is not None
-        try:
-            with WorkerDevices.of(worker).lease(job.gpus) as lease, kernels.session(
-                job.framework, fork, wanted
-            ) as factory:
-                record = asyncio.run(_run_watched(_with_reachable_log(job), lease, wanted, factory))
-        except DeviceProblem as err:
-            problem = f"the Dask worker {worker.address} on {host} cannot lend GPUs: {err}"
-        except Cancelled:
-            pass
-        if record is None and problem is None:
-            problem = "the session was cancelled"
-    if record is None:
-        record = failed_record(job, problem or "not run", time.perf_counter() - started)
-    record.provenance.extra["worker"] = worker.address
-    record.provenance.host = host
-    return record

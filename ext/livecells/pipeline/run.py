@@ -10,34 +10,40 @@ and its problems become warnings located at the cell. What happened to every ses
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sphinx.application import Sphinx
+from sphinx.config import is_serializable
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from livecells.build.problems import report_session
-from livecells.build.processes import Processes, sigterm_as_interrupt
-from livecells.build.progress import Progress
-from livecells.config import WARNING_TYPE, LivecellsConfig, conf_location, get_config
+from livecells.config import WARNING_TYPE, LivecellsConfig, get_config
 from livecells.execute.devices import GPU, detect_gpus
-from livecells.model.plans import PagePlan, SessionPlan
+from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
+from livecells.model.plans import CellPlan, PagePlan, SessionPlan
 from livecells.model.records import (
     OUTCOME_ATTRIBUTE,
     BuildOutcome,
     Problem,
     SessionOutcome,
     SessionRecord,
-    current_cells,
-    unexpected_errors,
+    current_count,
+    verdict,
 )
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionStatus, WarningSubtype
+from livecells.pipeline.problems import report_session, report_unshown
+from livecells.pipeline.processes import Processes, sigterm_as_interrupt
+from livecells.pipeline.progress import Progress
 from livecells.plan.decide import Decision, Environment, Mode, decide
-from livecells.plan.keys import FileHashes, files_digest, session_keys
+from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
+from livecells.sphinx_util import origin
 from livecells.store import OutputStore, StoreProblem, repaired
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
@@ -51,8 +57,9 @@ class BuildState:
 
     run_id: str = field(default_factory=lambda: os.urandom(16).hex())
     processes: Processes = field(default_factory=Processes)
-    #: The Dask cluster sessions run on (livecells_executor), checked when the build starts.
-    cluster: Any = None
+    #: Where sessions run (livecells_executor), and what it said when the build started.
+    executor: Executor | None = None
+    capacity: Capacity | None = None
     #: The digest of the files livecells_depends matches, and its patterns that matched none.
     book_depends: tuple[str, list[str]] | None = None
 
@@ -63,8 +70,40 @@ def build_state(app: Sphinx) -> BuildState:
     return app.livecells_state  # type: ignore[attr-defined,no-any-return]
 
 
+def executor_of(app: Sphinx) -> Executor:
+    """The executor ``livecells_executor`` names, found once per build; one it does not name (an
+    unknown scheme) is a config warning at its line, and sessions run locally."""
+    state = build_state(app)
+    if state.executor is None:
+        value = get_config(app.env).executor
+        try:
+            state.executor = executor_for(value)
+            if is_serializable(value):  # what Sphinx pickles with its environment
+                _check_picklable(value)
+        except ExecutorProblem as err:
+            shown = repr(value)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            location, given = origin(app, "executor")
+            warn(f"livecells_executor = {shown}: {err}; using the default{given}", WarningSubtype.CONFIG, location)
+            state.executor = executor_for("local")
+            app.config.livecells_executor = "local"  # else Sphinx cannot pickle its environment
+    return state.executor
+
+
+def _check_picklable(value: Any) -> None:
+    """Sphinx pickles the configuration with its environment (all but classes, functions and
+    modules): an executor object must pickle."""
+    try:
+        pickle.dumps(value)
+    except Exception as err:  # PicklingError, TypeError, AttributeError: whatever pickle raises
+        raise ExecutorProblem(
+            f"an executor object must be picklable, as Sphinx keeps the configuration ({err}); "
+            "give its class, or define the class in a module that conf.py imports"
+        ) from None
+
+
 def store_of(app: Sphinx) -> OutputStore:
-    return OutputStore(Path(app.srcdir) / get_config(app).store)
+    return OutputStore(Path(app.srcdir) / get_config(app.env).store)
 
 
 def file_hashes(env: BuildEnvironment) -> FileHashes:
@@ -74,33 +113,32 @@ def file_hashes(env: BuildEnvironment) -> FileHashes:
     return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
 
 
-def warn(message: str, subtype: str, location: Any = None) -> None:
+def warn(message: str, subtype: WarningSubtype, location: Any = None) -> None:
     logger.warning(message, type=WARNING_TYPE, subtype=subtype, location=location)
 
 
 def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     """The page's session keys (its :depends: and the book's livecells_depends files included),
-    and its :depends: patterns that matched nothing. Unchanged files are not read again."""
-    config = get_config(app)
+    and what to warn of its :depends: patterns (none matched, a walk cut short). Unchanged
+    files are not read again."""
+    config = get_config(app.env)
     state = build_state(app)
     hashes = file_hashes(app.env)
     if state.book_depends is None:
         state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
-        for pattern in state.book_depends[1]:
-            warn(
-                f"livecells_depends: {pattern!r} matches no file",
-                "depends",
-                conf_location(app.confdir, "livecells_depends"),
-            )
+        location, note = origin(app, "depends")
+        for problem in state.book_depends[1]:
+            warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
     book = state.book_depends[0] if config.depends else ""
-    return session_keys(page, config.framework_names(), hashes, book, app.tags)
+    settings = RunSettings(config.timeout, config.output_limit, config.frameworks, config.env_drop)
+    return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
 
 
 def session_outcome(
     session: SessionPlan,
     key: str,
     record: SessionRecord | None,
-    origin: str,
+    origin: Origin,
     *,
     reason: str = "",
     failed: bool = False,
@@ -109,29 +147,24 @@ def session_outcome(
 ) -> SessionOutcome:
     """What the pages and the report show of a session: computed once, here. ``record`` is the
     session's latest record; the page shows it unless ``origin`` is "recorded"."""
-    shown = record if origin in {"run", "store"} else None
+    shown = record if origin in {Origin.RUN, Origin.STORE} else None
+    current = current_count(session.cells, shown)
+    found = verdict(shown, session.cells, current, stale=shown is not None and shown.key != key)
     outcome = SessionOutcome(
         page=session.docname,
         framework=session.framework,
         source=session.source,
         origin=origin,
-        status="failed" if failed else (shown.status if shown else "not-run"),
+        status=SessionStatus.FAILED if failed else (shown.status if shown else SessionStatus.NOT_RUN),
         cells=len(session.cells),
-        current=current_cells(session.cells, shown),
+        current=current,
         reason=reason,
         store_damaged=damaged,
         problems=list(problems or []),
+        shown=found,
     )
     if record is not None:
-        outcome.record_status = record.status
-        outcome.record_cells = len(record.cells)
-        outcome.stale = record.key != key
-        outcome.errors = unexpected_errors(record, session.cells)
-        outcome.duration = record.duration
-        outcome.seconds = record.cell_seconds()
-        outcome.device = record.provenance.device
-        outcome.date = record.provenance.date
-        outcome.host = record.provenance.host
+        outcome.note_record(record, key)
     return outcome
 
 
@@ -141,7 +174,7 @@ class Run:
     def __init__(self, app: Sphinx, env: BuildEnvironment) -> None:
         self.app = app
         self.env = env
-        self.config: LivecellsConfig = get_config(app)
+        self.config: LivecellsConfig = get_config(app.env)
         self.state = build_state(app)
         self.store = store_of(app)
         self.outcome = BuildOutcome(
@@ -157,20 +190,26 @@ class Run:
     # -- devices and environments ---------------------------------------------------------------
 
     def devices(self, sessions: list[SessionPlan]) -> tuple[list[GPU], Mode]:
-        config, cluster = self.config, self.state.cluster
-        if cluster is not None:
-            # Sessions run on the cluster's workers: what counts is the GPUs one worker declares.
+        config, capacity = self.config, self.state.capacity
+        elsewhere = capacity.gpus_per_session if capacity is not None else None
+        if elsewhere is not None:
+            # Sessions run on the executor's machines: what counts is the GPUs one session gets.
             gpus: list[GPU] = []
-            slots = 0 if config.device == "cpu" else cluster.gpus_per_worker
+            slots = 0 if config.device == DeviceMode.CPU else elsewhere
         else:
-            gpus = [] if config.device == "cpu" else detect_gpus()
+            gpus = [] if config.device == DeviceMode.CPU else detect_gpus()
             slots = len(gpus)
-        if sessions and config.execute in {"auto", "force"} and cluster is None:
+        if sessions and config.execute.runs and elsewhere is None:
             if gpus:
                 names = ", ".join(sorted({g.name for g in gpus}))
                 logger.info(f"livecells: {len(gpus)} GPU(s) found: {names}")
-            elif config.device == "cpu":
+            elif config.device == DeviceMode.CPU:
                 logger.info("livecells: livecells_device = 'cpu': cells run on the CPU")
+            elif config.device == DeviceMode.GPU:
+                logger.info(
+                    "livecells: no GPU found and livecells_device = 'gpu': no cell runs; the pages "
+                    "show stored results, else recorded outputs"
+                )
             else:
                 logger.info("livecells: no GPU found; cells run on the CPU")
         return gpus, Mode(config.execute, config.device, slots)
@@ -198,9 +237,9 @@ class Run:
         except StoreProblem as problem:
             problems.append(str(problem))
             records, damaged = {}, True
-        if self.config.execute != "off":
+        if self.config.execute != ExecuteMode.OFF:
             for problem in problems:
-                warn(problem, "store", location=docname)
+                warn(problem, WarningSubtype.STORE, location=docname)
         return records, damaged
 
     def run(self) -> list[str]:
@@ -209,9 +248,12 @@ class Run:
         gpus, mode = self.devices(sessions)
         keys = self.keys
         for docname, page in plans(self.env).items():
-            keys[docname], unmatched = page_keys(self.app, page)
-            for pattern in unmatched:
-                warn(f"live-settings :depends: {pattern!r} matches no file", "depends", docname)
+            for cell in page.cells:
+                if not cell.frameworks and cell.included(self.app.tags):
+                    self.unknown_framework(docname, cell)
+            keys[docname], problems = page_keys(self.app, page)
+            for problem in problems:
+                warn(f"live-settings :depends: {problem}", WarningSubtype.DEPENDS, docname)
         pages: dict[str, tuple[dict[str, SessionRecord], bool]] = {}
         jobs: list[SessionJob] = []
         for session in sessions:
@@ -219,20 +261,36 @@ class Run:
                 pages[session.docname] = self.stored(session.docname)
             records, damaged = pages[session.docname]
             latest = records.get(session.framework)
+            if latest is not None and latest.status == SessionStatus.FAILED:
+                latest = None  # a session that could not run is no result (older stores kept some)
             # With execution off, the pages show their recorded outputs: nothing stored counts.
-            stored = latest if self.config.execute != "off" else None
+            stored = latest if self.config.execute != ExecuteMode.OFF else None
             key = keys[session.docname][session.framework]
             decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
-            self.report_decision(session, decision)
+            problems = self.report_decision(session, decision)
             if decision.run:
                 jobs.append(self.job(session, key, decision))
                 continue
-            problems = [Problem("kernel", session.cells[0].location(), decision.reason)] if decision.failed else []
-            self.outcome.sessions[(session.docname, session.framework)] = session_outcome(
-                session, key, latest, "store" if stored else "recorded",
+            outcome = session_outcome(
+                session, key, latest, Origin.STORE if stored else Origin.RECORDED,
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
+            self.outcome.sessions[(session.docname, session.framework)] = outcome
             if stored:
+                # The page shows the stored cells: their problems are this build's verdict too.
+                date = stored.provenance.date.replace("T", " ").replace("+00:00", " UTC")
+                note = f"stored result from {date}" if date else "stored result"
+                outcome.problems += report_session(session, stored, self.config.allow_html, outcome.current, note)
+            # With execution off the pages show recorded outputs by choice; a decision's own
+            # warning, or a stored failure to start, already says why no cell ran.
+            if self.config.execute != ExecuteMode.OFF and not problems and not (stored and stored.message):
+                outcome.problems += report_unshown(session, outcome, stored)
+            self.outcome.failed += decision.failed
+            if stored:
+                # The page shows this very read of the store file: one read per build, so that a
+                # file replaced since (a concurrent build, a git pull) cannot put another
+                # version's outputs under the cells this outcome counted as current.
+                self.outcome.records[(session.docname, session.framework)] = stored
                 self.outcome.cached += 1
             else:
                 self.outcome.skipped += 1
@@ -240,17 +298,31 @@ class Run:
             self.execute(gpus, jobs)
         return sorted(self.changed_pages)
 
-    def report_decision(self, session: SessionPlan, decision: Decision) -> None:
+    def unknown_framework(self, docname: str, cell: CellPlan) -> None:
+        """A cell of no framework of livecells_frameworks: shown, not run; warned every build."""
+        names = ", ".join(map(repr, cell.unknown))
+        message = (
+            f"live-cell: {f'unknown framework {names}' if names else 'no framework it names'} "
+            f"(livecells_frameworks has {', '.join(self.config.frameworks)}); the cell is shown "
+            "but not run"
+        )
+        warn(message, WarningSubtype.CONFIG, cell.location())
+        self.outcome.unknown.append((docname, Problem(WarningSubtype.CONFIG, cell.location(), message)))
+
+    def report_decision(self, session: SessionPlan, decision: Decision) -> list[Problem]:
+        """Warn of what the decision says; its problems, located at the session's first cell."""
         first = session.cells[0].location() if session.cells else session.docname
         if decision.failed and decision.reason not in self.framework_problems:
             self.framework_problems.add(decision.reason)
+            location, note = origin(self.app, "frameworks")
             warn(
-                f"livecells_frameworks[{session.framework!r}]: {decision.reason}; its cells are not run",
-                "config",
-                conf_location(self.app.confdir, "livecells_frameworks"),
+                f"livecells_frameworks[{session.framework!r}]{note}: {decision.reason}; its cells are not run",
+                WarningSubtype.CONFIG,
+                location,
             )
-        for subtype, message in decision.warnings:
-            warn(message, subtype, first)
+        for warning in decision.warnings:
+            warn(warning.message, warning.subtype, first)
+        return [Problem(w.subtype, first, w.message) for w in decision.warnings]
 
     def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
@@ -267,25 +339,23 @@ class Run:
             # Kernel logs help debugging; they stay out of the published site.
             log_path=str(log),
             run_id=self.state.run_id,
+            env_drop=self.config.env_drop,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
-        # The seam for tests and for programs that drive Sphinx: ``app.livecells_scheduler_factory``
-        # (called like make_scheduler) replaces the scheduler; the build around it is unchanged.
-        factory = getattr(self.app, "livecells_scheduler_factory", None) or make_scheduler
-        processes = self.state.processes
-        return factory(  # type: ignore[no-any-return]
-            self.config, gpus, processes.fork_server_for(self.config), processes.guard_for(self.config)
+        """The executor's scheduler for this build's sessions."""
+        config, processes = self.config, self.state.processes
+        resources = Resources(
+            gpus=tuple(gpus),
+            jobs=config.jobs if isinstance(config.jobs, int) else None,
+            fork=config.fork_kernels,
+            fork_server=functools.partial(processes.fork_server, config.env_drop, self.app.confdir),
+            guard=processes.guard,
         )
+        return executor_of(self.app).scheduler(resources)
 
     def execute(self, gpus: list[GPU], jobs: list[SessionJob]) -> None:
         from livecells.execute.scheduler import run_async
-
-        cluster_errors: tuple[type[Exception], ...] = ()
-        if self.config.executor != "local":
-            from livecells.execute.dask import ExecutorProblem
-
-            cluster_errors = (ExecutorProblem,)
 
         scheduler = self.scheduler(gpus)
         progress = Progress(len(jobs), self.app.verbosity)
@@ -300,7 +370,7 @@ class Run:
         try:
             with sigterm_as_interrupt():
                 run_async(lambda: scheduler.run(jobs, on_done, on_start))
-        except cluster_errors as err:  # the execute stage raises its own errors, never Sphinx's
+        except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
             raise ExtensionError(f"livecells: {err}") from None
         finally:
             progress.end()
@@ -313,26 +383,20 @@ class Run:
         # The pages show this build's results from here, whether or not the store takes them.
         self.outcome.records[(plan.docname, plan.framework)] = record
         try:
-            self.store.save_record(plan.docname, record)
+            # A session that could not run (its kernel did not start, a preload failed, the
+            # cluster lost it) is no result of its code: shown and counted in this build, never
+            # stored, so the next build tries again.
+            if record.status != SessionStatus.FAILED:
+                self.store.save_record(plan.docname, record)
         except (StoreProblem, OSError, ValueError, TypeError) as err:
-            warn(f"{plan.name}: results not stored ({err}); the pages show this build's results", "store", plan.docname)
+            message = f"{plan.name}: results not stored ({err}); the pages show this build's results"
+            warn(message, WarningSubtype.STORE, plan.docname)
         self.changed_pages.add(plan.docname)
         problems = report_session(plan, record, self.config.allow_html)
-        self.outcome.sessions[(plan.docname, plan.framework)] = session_outcome(
-            plan, job.key, record, "run", problems=problems
-        )
+        outcome = session_outcome(plan, job.key, record, Origin.RUN, problems=problems)
+        self.outcome.sessions[(plan.docname, plan.framework)] = outcome
+        if not record.message:  # else its "kernel" problem says why no cell ran
+            outcome.problems += report_unshown(plan, outcome, record)
         self.outcome.ran += 1
-        self.outcome.failed += record.status == "failed"
-        self.outcome.unexpected_errors += unexpected_errors(record, plan.cells)
+        self.outcome.failed += record.status == SessionStatus.FAILED
 
-
-def make_scheduler(config: LivecellsConfig, gpus: list[GPU], fork_server: Any = None, guard: Any = None) -> Scheduler:
-    """The scheduler ``livecells_executor`` names: local kernels, or a Dask cluster."""
-    if config.executor != "local":
-        from livecells.execute.dask import DaskScheduler
-
-        return DaskScheduler(config.executor, jobs=config.jobs, fork=config.fork_kernels)
-    from livecells.execute.scheduler import LocalScheduler
-
-    jobs_at_once = config.jobs if isinstance(config.jobs, int) else max(1, len(gpus))
-    return LocalScheduler(gpus, jobs_at_once, fork_server=fork_server, guard=guard)

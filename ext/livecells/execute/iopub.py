@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES
+from livecells.model.mime import IMAGE_TYPES, MAX_IMAGE_BYTES, MIME_TYPES
 from livecells.model.streams import StreamText
 
 MAX_OUTPUTS = 500
@@ -183,7 +183,7 @@ def _refuse_large_images(data: dict[str, Any]) -> str:
         if isinstance(value, list):
             value = "".join(value)
         if isinstance(value, str):
-            size = len(value) if mime == "image/svg+xml" else len(value) * 3 // 4
+            size = MIME_TYPES[mime].decoded_size(value)
             if size > MAX_IMAGE_BYTES:
                 del data[mime]
                 note = (

@@ -1,11 +1,11 @@
 """The build's stages wired into Sphinx's events: nothing else happens here.
 
-- ``builder-inited``: a Dask cluster (``livecells_executor``) is checked before any page is read;
+- ``builder-inited``: the executor (``livecells_executor``) is checked before any page is read;
 - ``env-before-read-docs``: the frameworks start importing in their fork-server templates while
   Sphinx reads, when the build will probably run cells;
 - ``env-get-outdated``: pages whose session key changed without their source changing (a
   ``:depends:`` file, the store itself) are read again;
-- ``env-updated``: :class:`livecells.build.run.Run` decides, runs and stores the sessions; the
+- ``env-updated``: :class:`livecells.pipeline.run.Run` decides, runs and stores the sessions; the
   pages whose outputs changed are handed back to Sphinx to be written;
 - ``build-finished``: the summary files, the processes closed, ``livecells_raise_on_error``.
 """
@@ -21,13 +21,14 @@ from sphinx.environment import BuildEnvironment
 from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 
-from livecells.build.run import Run, build_state, file_hashes, page_keys, store_of, warn
-from livecells.build.summary import write_summary
 from livecells.config import LivecellsConfig, get_config
-from livecells.model.records import outcome_of
+from livecells.execute.executors import ExecutorProblem
+from livecells.model.records import RENDER_WARNED, outcome_of
+from livecells.model.vocabulary import ExecuteMode, WarningSubtype
+from livecells.pipeline.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
+from livecells.pipeline.summary import write_summary
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
-from livecells.store import StoreProblem
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +48,10 @@ def on_env_get_outdated(
     app: Sphinx, env: BuildEnvironment, added: set[str], changed: set[str], removed: set[str]
 ) -> list[str]:
     """Pages to re-read although their source did not change."""
-    config = get_config(app)
+    # A page that left this build (deleted, excluded, absent from this branch) keeps its stored
+    # results: a partial build must not delete what is committed; ``livecells clear`` does.
+    config = get_config(app.env)
     store = store_of(app)
-    for docname in removed:
-        # A page that left the book takes its stored results with it.
-        if docname in plans(env):
-            try:
-                store.remove(docname)
-            except StoreProblem as problem:
-                warn(str(problem), "store")
     outdated = []
     for docname, page in plans(env).items():
         if docname in changed or docname in added or docname in removed:
@@ -72,9 +68,17 @@ def on_env_get_outdated(
 
 def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     """Decide, run and store the sessions of this build; return the pages to rewrite."""
-    config = get_config(app)
+    config = get_config(app.env)
     run = Run(app, env)
     changed = run.run()
+    # Pages whose writing warned last time are written again: their warnings are this build's too.
+    warned_file = Path(app.doctreedir) / RENDER_WARNED
+    try:
+        warned = set(warned_file.read_text(encoding="utf-8").splitlines())
+        warned_file.unlink()
+    except (OSError, UnicodeDecodeError):
+        warned = set()
+    changed = sorted(set(changed) | (warned & set(plans(env))))
     seen = _seen(env)
     for docname in plans(env):
         seen[docname] = {
@@ -93,30 +97,34 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
 
 def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     state = build_state(app)
-    config = get_config(app)
+    config = get_config(app.env)
     state.processes.close()
     outcome = outcome_of(app.env)
-    if outcome.run_id != state.run_id or not outcome.sessions:
+    if outcome.run_id != state.run_id or not (outcome.sessions or outcome.unknown):
         return  # no session in this build (or it ended before its sessions were planned)
+    errors, not_run, stale = outcome.cell_counts()
     logger.info(
         f"livecells: {outcome.ran} session(s) run, {outcome.cached} from the store, "
-        f"{outcome.skipped} not run, {outcome.failed} failed to start; "
-        f"{outcome.seconds:.1f} s executing"
+        f"{outcome.skipped} not run, {outcome.failed} failed; the pages show {errors} cell error(s), "
+        f"{not_run} cell(s) not run, {stale} stale; {outcome.seconds:.1f} s executing"
     )
     totals = {
         "run": outcome.ran,
         "cached": outcome.cached,
         "not_run": outcome.skipped,
         "failed": outcome.failed,
-        "unexpected_errors": outcome.unexpected_errors,
+        "unexpected_errors": errors,
+        "cells_not_run": not_run,
+        "cells_stale": stale,
         "seconds": round(outcome.seconds, 3),
         "run_id": outcome.run_id,
     }
-    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals)
-    if exception is None and config.raise_on_error and (outcome.unexpected_errors or outcome.failed):
+    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals, outcome.unknown)
+    if exception is None and config.raise_on_error and outcome.failures():
+        counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
         raise ExtensionError(
-            f"livecells: {outcome.unexpected_errors} cell error(s) and {outcome.failed} failed "
-            "session(s) (livecells_raise_on_error = True); see the warnings above and "
+            f"livecells: the pages show {errors} cell error(s), {counted}and {outcome.failed} "
+            "session(s) failed (livecells_raise_on_error = True); see the warnings above and "
             f"{Path(app.outdir) / '_livecells' / 'report.txt'}"
         )
 
@@ -131,8 +139,8 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     stored results, or a source newer than them. What runs is decided after reading, by keys;
     a wrong guess costs only a background import.
     """
-    config = get_config(app)
-    if config.execute not in {"auto", "force"} or not config.fork_kernels or config.executor != "local":
+    config = get_config(app.env)
+    if not config.execute.runs or not config.fork_kernels or not executor_of(app).runs_locally:
         return
     store = store_of(app)
     wanted: set[str] = set()
@@ -146,36 +154,36 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         if not names:
             continue
         stored = store.path(docname)
-        if config.execute == "auto" and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
+        if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
             continue
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
-    server = build_state(app).processes.fork_server_for(config)
+    server = build_state(app).processes.fork_server(config.env_drop, app.confdir)
     for name in config.framework_names():
-        if name in wanted and server is not None:
+        if name in wanted:
             server.prepare(config.frameworks[name])
 
 
 def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
-    config = get_config(app)
-    if config.executor != "local" and config.execute in {"auto", "force"}:
-        # A scheduler that cannot be reached stops the build before any page is read.
-        from livecells.execute.dask import ExecutorProblem, check_executor
-
-        # The workers start the frameworks' templates while Sphinx reads.
+    config = get_config(app.env)
+    executor = executor_of(app)
+    if config.execute.runs:
+        # An executor that cannot run sessions (a scheduler that cannot be reached) stops the
+        # build before any page is read; it may start the frameworks' kernels while Sphinx reads.
         warm = list(config.frameworks.values()) if config.fork_kernels else []
         try:
-            state.cluster = check_executor(config.executor, warm=warm)
+            state.capacity = executor.check(warm)
         except ExecutorProblem as err:
             raise ConfigError(str(err)) from None
-        logger.info(f"livecells: {state.cluster.describe()}")
-        for note in state.cluster.notes:
-            warn(note, "executor")
+        if state.capacity.description:
+            logger.info(f"livecells: {state.capacity.description}")
+        for note in state.capacity.notes:
+            warn(note, WarningSubtype.EXECUTOR)
 
 
-def setup_build(app: Sphinx) -> None:
+def setup_pipeline(app: Sphinx) -> None:
     app.connect("builder-inited", on_builder_inited)
     app.connect("env-get-outdated", on_env_get_outdated)
     app.connect("env-before-read-docs", on_env_before_read_docs)

@@ -1,9 +1,8 @@
-"""``python -m livecells convert``: turn a d2lbook-generated RST chapter into ``live-cell`` form.
+"""Turn a d2lbook-generated RST chapter into ``live-cell`` form (``python -m livecells convert``).
 
 d2lbook 1.0 (``d2lbook build rst --tab all``) writes each framework's cells, and its
 ``:begin_tab:`` prose, into HTML tab panels: a group is a tab bar, one panel per tab and a
-closing ``</div>``, each a ``.. raw:: html`` block (the shape is described in
-``shared/d2l-corpus/README.md``). A cell is a ``.. code:: python`` block (after a
+closing ``</div>``, each a ``.. raw:: html`` block. A cell is a ``.. code:: python`` block (after a
 ``\\diilbookstyleinputcell`` LaTeX marker), followed by its outputs: ``.. parsed-literal::`` blocks
 of class ``output`` and bare ``.. figure:: output_<stem>_<sha>_<n>_0.svg`` images.
 
@@ -21,26 +20,19 @@ its code is the same in every tab and it has no output (``merge_tab_notebooks``)
 ``all``; in a chapter without tabs every cell belongs to one framework, ``default_framework``.
 Where the converted code asks for two devices or more (``gpu(1)``, ``'cuda:1'``, ...), an explicit
 ``.. live-settings:: :gpus: N`` is written under the title, with a comment that says it was
-inferred (see :mod:`livecells.cli.convert_settings`). Everything else is kept as it is. A shape it
+inferred (see :mod:`livecells.convert.gpus`). Everything else is kept as it is. A shape it
 does not understand is kept verbatim, with a warning that names its line. Converting converted
-text changes nothing.
-
-Its size (about 580 lines) is the grammar of one input format, d2lbook's RST, read in one pass;
-the tree walk and the command line come at the end. Split, the shapes it knows would no longer
-read side by side.
+text changes nothing. The tree walk and the command line's driver are in
+:mod:`livecells.convert.tree`.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
-import shutil
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from livecells.cli.convert_settings import GpuInference, infer_gpus, settings_lines, where
+from livecells.convert.gpus import infer_gpus, settings_lines
+from livecells.convert.result import Result
 
 _EXPLICIT = re.compile(r"\.\.(\s|$)")
 _DIRECTIVE = re.compile(r"\.\.\s+([\w.+:-]+?)::(?:\s+(.*?))?\s*$")
@@ -77,39 +69,25 @@ INDENT = "   "
 
 
 @dataclass
-class ConvertResult:
-    """A converted chapter: its text, what was converted, and ``source:line`` warnings."""
+class ConvertResult(Result):
+    """A converted RST chapter, with what was converted (``cells``: an ``all`` cell once)."""
 
-    text: str
-    cells: int = 0  # cells converted (an ``all`` cell once)
-    warnings: list[str] = field(default_factory=list)
     cells_in: int = 0  # d2lbook cells (``.. code:: python`` blocks) in the source
     frameworks: dict[str, int] = field(default_factory=dict)  # cells converted per framework
     outputs: int = 0  # recorded text outputs kept
     figures: int = 0  # recorded figure outputs kept
     prose: int = 0  # framework prose blocks (``live-text``) written
     kept: int = 0  # ``live-cell``s already there (a converted chapter), left as they are
-    gpus: int | None = None  # the ``:gpus:`` written, if any
-    settings_kept: bool = False  # the chapter has a ``live-settings`` already: not changed
-    gpu_inference: GpuInference = field(default_factory=GpuInference)
 
-    def summary(self, source: str) -> str:
-        """One line for the report: cells in and out, outputs kept, settings inferred."""
+    def converted(self, source: str) -> str:
+        """Cells in and out, outputs kept, prose blocks written."""
         out = ", ".join(f"{n} {name}" for name, n in self.frameworks.items()) or "none"
         already = f" ({self.kept} live-cells already there, kept)" if self.kept else ""
-        text = (
+        return (
             f"{source}: {self.cells_in} cells in{already}; cells out: {out}; "
             f"recorded outputs kept: {self.outputs} text, {self.figures} figures; "
             f"framework prose blocks: {self.prose}"
         )
-        inference = self.gpu_inference
-        if self.gpus:
-            text += f"; inferred live-settings :gpus: {self.gpus} from {where(inference.evidence)}"
-        elif self.settings_kept:
-            text += f"; its live-settings kept (the code asks for {inference.gpus} devices)"
-        if inference.ignored:
-            text += f"; not counted as devices: {where(inference.ignored)}"
-        return text
 
 
 @dataclass
@@ -460,123 +438,3 @@ def convert_text(
     if lines[-1] == "":
         lines.pop()
     return _Converter(lines, default_framework, source).run()
-
-
-def convert_tree(
-    src_dir: str | os.PathLike[str],
-    out_dir: str | os.PathLike[str],
-    *,
-    default_framework: str = "pytorch",
-) -> dict[Path, ConvertResult]:
-    """Convert every ``.rst`` under ``src_dir`` into ``out_dir``, copying other files as is.
-
-    Returns the result per converted file (relative path). ``out_dir`` may be ``src_dir``
-    (in-place conversion) or lie inside it (it is then not walked). Hidden folders are skipped.
-    """
-    src, out = Path(src_dir).resolve(), Path(out_dir).resolve()
-    results: dict[Path, ConvertResult] = {}
-    for root, dirs, files in os.walk(src):
-        here = Path(root)
-        dirs[:] = sorted(
-            d for d in dirs if not d.startswith(".") and ((here / d) != out or out == src)
-        )
-        for name in sorted(files):
-            path = here / name
-            rel = path.relative_to(src)
-            target = out / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if name.endswith(".rst"):
-                try:
-                    text = path.read_text(encoding="utf-8-sig")
-                except UnicodeDecodeError as err:
-                    raise ValueError(f"{path} is not UTF-8: {err.reason}") from err
-                source = str(Path(src_dir) / rel)
-                result = convert_text(text, default_framework=default_framework, source=source)
-                target.write_text(result.text, encoding="utf-8")
-                results[rel] = result
-            elif target != path:
-                shutil.copy2(path, target)
-    return results
-
-
-def add_subcommand(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``convert`` on the ``python -m livecells`` parser."""
-    parser = subparsers.add_parser(
-        "convert",
-        help="turn d2lbook-generated RST into live-cell directives",
-        description="Read a chapter (or a tree of .rst files) as d2lbook emits it and write "
-        "it with '.. live-cell::' directives, keeping the outputs as recorded outputs and each "
-        "tab's prose as '.. live-text::'; where the code asks for several GPUs, it writes "
-        "'.. live-settings:: :gpus: N' and says so. The warnings and a summary per chapter go "
-        "to stderr.",
-    )
-    parser.add_argument("input", metavar="IN", help="an .rst file or a directory")
-    parser.add_argument(
-        "-o", "--output", metavar="OUT",
-        help="output file or directory (default for a file: stdout; required for a directory)",
-    )
-    parser.add_argument(
-        "--default-framework", metavar="NAME", default="pytorch",
-        help="framework of the cells in a chapter without tabs (default: pytorch)",
-    )
-    parser.set_defaults(func=run)
-
-
-def read_chapter(src: Path) -> str | None:
-    """A chapter's text (a BOM dropped); None after saying why it cannot be read."""
-    try:
-        return src.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as err:
-        print(f"livecells convert: cannot read {src}: {err}", file=sys.stderr)
-        return None
-
-
-def write_converted(text: str, output: str | None) -> bool:
-    """Write a converted chapter to ``output`` (stdout without one); False after saying why not."""
-    try:
-        if output:
-            Path(output).write_text(text, encoding="utf-8")
-        else:
-            sys.stdout.write(text)
-    except OSError as err:
-        print(f"livecells convert: cannot write {output}: {err}", file=sys.stderr)
-        return False
-    return True
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``convert``: 0 on success (warnings or not), 2 for unreadable input, 1 if unwritable.
-
-    The converted text goes to ``-o`` (or stdout); the warnings and one summary line per
-    chapter go to stderr.
-    """
-    src = Path(args.input)
-    if src.is_dir():
-        if not args.output:
-            print(f"livecells convert: {src} is a directory: give -o OUT", file=sys.stderr)
-            return 2
-        try:
-            results = convert_tree(src, args.output, default_framework=args.default_framework)
-        except ValueError as err:
-            print(f"livecells convert: {err}", file=sys.stderr)
-            return 2
-        except OSError as err:
-            print(f"livecells convert: {err}", file=sys.stderr)
-            written = Path(args.output).resolve()
-            failed = Path(err.filename or written).resolve()
-            return 1 if failed.is_relative_to(written) and written != src.resolve() else 2
-        named = [(str(src / rel), result) for rel, result in results.items()]
-    else:
-        text = read_chapter(src)
-        if text is None:
-            return 2
-        result = convert_text(text, default_framework=args.default_framework, source=str(src))
-        named = [(str(src), result)]
-        if not write_converted(result.text, args.output):
-            return 1
-    for _, result in named:
-        for warning in result.warnings:
-            print(warning, file=sys.stderr)
-    for source, result in named:
-        print(result.summary(source), file=sys.stderr)
-    return 0

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from livecells.model.records import CellRecord, Provenance, SessionRecord
+from livecells.model.records import CellRecord, Provenance, SessionRecord, session_status
+from livecells.model.vocabulary import CellStatus, SessionStatus
 from livecells.store.schema import repair_session
 
 _CELL_KEYS = ("status", "outputs", "time", "execution_count")
@@ -28,7 +29,7 @@ def session_to_json(record: SessionRecord) -> dict[str, Any]:
         "framework": record.framework,
         "key": record.key,
         "environment": record.environment,
-        "status": record.status,
+        "status": str(record.status),
         "message": record.message,
         "duration": record.duration,
         "cells": [cell_to_json(cell) for cell in record.cells],
@@ -41,7 +42,7 @@ def session_to_json(record: SessionRecord) -> dict[str, Any]:
 
 def cell_to_json(cell: CellRecord) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "status": cell.status,
+        "status": str(cell.status),
         "outputs": cell.outputs,
         "time": cell.time,
         "execution_count": cell.execution_count,
@@ -66,12 +67,15 @@ def session_from_json(data: dict[str, Any]) -> SessionRecord:
     for name in ("device_count", "devices_leased"):
         if known.get(name) is None:
             known.pop(name, None)
+    cells = [cell_from_json(cell) for cell in data.get("cells") or []]
+    status = data.get("status")
     return SessionRecord(
         framework=data.get("framework") or "",
         key=data.get("key") or "",
         environment=data.get("environment") or "",
-        status=data.get("status") or "?",
-        cells=[cell_from_json(cell) for cell in data.get("cells") or []],
+        # A file without one (written by hand): what its cells say.
+        status=SessionStatus(status) if status else session_status(cells, data.get("message")),
+        cells=cells,
         provenance=Provenance(**known, extra=provenance),
         message=data.get("message"),
         duration=data.get("duration"),
@@ -81,7 +85,7 @@ def session_from_json(data: dict[str, Any]) -> SessionRecord:
 
 def cell_from_json(data: dict[str, Any]) -> CellRecord:
     return CellRecord(
-        status=data["status"],
+        status=CellStatus(data["status"]),
         outputs=list(data.get("outputs") or []),
         time=data.get("time"),
         execution_count=data.get("execution_count"),

@@ -1,0 +1,94 @@
+"""The processes a build owns beside Sphinx for sessions on its machine: fork server, guard.
+
+An executor whose sessions run here (``"local"``) asks for a guard
+(:mod:`livecells.execute.reaper`), which makes this process a subreaper and kills every session's
+processes if the build dies, however; with ``livecells_fork_kernels``, for a fork server, which
+keeps a template per framework. Both are made on first use and closed when the build finishes,
+or on the way out of an interrupted one. SIGTERM stops execution as Ctrl-C does, so that every
+kernel is shut down.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sphinx.util import logging
+
+from livecells.sphinx_util import conf_location
+
+if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
+    from livecells.execute.forkserver import ForkServer
+    from livecells.execute.reaper import Guard
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Processes:
+    """The build's own processes, for sessions on this machine (none until an executor asks)."""
+
+    server: ForkServer | None = None
+    watcher: Guard | None = None
+
+    def guard(self) -> Guard:
+        """The guard, made on first use; this process becomes a subreaper."""
+        if self.watcher is None:
+            from livecells.execute.reaper import Guard, set_subreaper
+
+            set_subreaper()  # orphans of kernels that died come here, not to PID 1
+            self.watcher = Guard()
+            # Ctrl-C ends a build without build-finished: close it on the way out too.
+            atexit.register(self.close)
+        return self.watcher
+
+    def fork_server(self, env_drop: Sequence[str], confdir: str | None = None) -> ForkServer:
+        """The fork server, made on first use; its templates drop the variables ``env_drop``
+        names (livecells_env_drop) from their environment, and its notes on preloads point at the
+        line of ``confdir``'s conf.py that names them."""
+        if self.server is None:
+            from livecells.execute.forkserver import ForkServer
+
+            where = conf_location(confdir, "livecells_frameworks")
+            self.server = ForkServer(
+                warn=lambda message: logger.info(f"livecells: {message}"),
+                note=lambda message: logger.info(f"livecells: {message}", location=where),
+                env_drop=env_drop,
+            )
+            # Ctrl-C ends a build without build-finished: close the templates on the way out too.
+            atexit.register(self.close)
+        return self.server
+
+    def close(self) -> None:
+        """End the fork server and the guard (every session has been shut down by now)."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self.watcher is not None:
+            from livecells.execute.reaper import set_subreaper
+
+            self.watcher.close()
+            self.watcher = None
+            set_subreaper(False)  # a process that builds again (a test run) is itself again
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops execution like Ctrl-C does, so every kernel is shut down on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
