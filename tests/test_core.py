@@ -122,6 +122,7 @@ def test_figure_becomes_an_image(built):
     assert (built["app"].outdir / image["src"]).is_file()
 
 
+@pytest.mark.wallclock
 def test_timing_line_measures_the_cell(built):
     lines = meta(cell_with(built["index"], "time.sleep(0.3)"))
     seconds = float(re.search(r"([\d.]+) s", lines[0]).group(1))

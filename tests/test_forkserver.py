@@ -264,6 +264,7 @@ def subreaper() -> Any:
     set_subreaper(False)
 
 
+@pytest.mark.wallclock
 @pytest.mark.parametrize("how", ["killed", "stopped"])
 def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path, subreaper: Any, how: str) -> None:
     warnings: list[str] = []
@@ -302,6 +303,7 @@ def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path,
     assert not [pid for pid in found["kernels"] if psutil.pid_exists(pid)]
 
 
+@pytest.mark.wallclock
 def test_a_forked_kernels_exit_status_is_read_without_its_template(tmp_path: Path, subreaper: Any) -> None:
     async def session(server: ForkServer, code: str) -> tuple[Any, float]:
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as kernel:

@@ -175,6 +175,7 @@ def test_daemons_end_with_their_session_whether_it_ends_or_its_kernel_dies(tmp_p
 LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
 
 
+@pytest.mark.wallclock
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, rootdir, fork, signum):
@@ -227,6 +228,7 @@ def templates_of(pid: int) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.wallclock
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
 def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdir, how):
     src, env = slow_preload_site(tmp_path, rootdir)
@@ -495,6 +497,7 @@ def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, root
     assert "['GITHUB_TOKEN', 'MY_SECRET'] 1" in (app.outdir / "page1.html").read_text()  # -D: nothing dropped
 
 
+@pytest.mark.wallclock
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
     from livecells.execute.dask.cluster import check_executor
