@@ -258,6 +258,7 @@ def test_recorded_outputs_are_shown_literally_when_nothing_runs(book):
     assert all((book["off"] / "chapter_preliminaries" / src).is_file() for src in shown)
 
 
+@pytest.mark.frameworks
 def test_latex_has_the_first_frameworks_code_and_prose_only(book):
     assert _unexpected(book["latex_warnings"]) == []
     tex = next(book["latex"].glob("*.tex")).read_text(encoding="utf-8")
@@ -430,6 +431,7 @@ def _shape(outputs: list[dict]) -> list[tuple]:
     ]
 
 
+@pytest.mark.frameworks
 @pytest.mark.parametrize(
     ("chapter", "framework"),
     [

@@ -386,6 +386,7 @@ BAD_OVERRIDES = {
 }  # fmt: skip
 
 
+@pytest.mark.frameworks
 def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used(tmp_path, rootdir):
     from livecells.config import CONFIG_FIELDS, LivecellsConfig
 
