@@ -2,23 +2,25 @@
 # `make test` lints (ruff) and runs the suite but the TensorFlow/JAX environment tests (`make
 # test-frameworks`); `make test-fast` runs only the tests that start no kernel, browser, cluster
 # or framework (markers in pyproject.toml: pure and in-process FakeKernels tests, the loop while
-# editing); `make lint` lints only. They create .venv on first use.
+# editing); `make lint` lints only. They create .venv on first use. `make test-matrix`
+# checks the wheel on every supported Python at both ends of the dependency ranges
+# (tests/matrix/run.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPHINXOPTS ?=
 
-.PHONY: docs test test-fast test-frameworks lint install clean pdf bench
+.PHONY: docs test test-fast test-frameworks test-matrix lint install clean pdf bench
 
 install: $(STAMP)
 
-# torch==2.13.0 is the CPU wheel this kind of machine keeps on disk (PIP_FIND_LINKS);
-# mxnet 1.9.1 needs numpy<1.24. See the README for CUDA builds on a GPU machine.
-$(STAMP): pyproject.toml
+# constraints/dev.txt pins this machine's versions: torch 2.13.0 is the CPU wheel it keeps on
+# disk (PIP_FIND_LINKS), mxnet 1.9.1 needs numpy<1.24. See the README for CUDA builds on a GPU machine.
+$(STAMP): pyproject.toml constraints/dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[frameworks,docs,test]'
+	$(BIN)/pip install --quiet -c constraints/dev.txt -e '.[frameworks,docs,test]' uv twine
 	touch $(STAMP)
 
 docs: $(STAMP)
@@ -39,6 +41,10 @@ test-fast: $(STAMP)
 LIVECELLS_ENVS ?= $(HOME)/.cache/livecells-envs
 test-frameworks: $(STAMP)
 	LIVECELLS_ENVS=$(LIVECELLS_ENVS) $(BIN)/python -m pytest -q -ra -n 0 -m frameworks_extra tests/test_frameworks_envs.py $(PYTEST_ARGS)
+
+# CI passes MATRIX_ARGS=--require-all: each supported Python must be on the machine.
+test-matrix: $(STAMP)
+	$(BIN)/python tests/matrix/run.py --uv $(BIN)/uv --twine $(BIN)/twine $(MATRIX_ARGS)
 
 pdf: $(STAMP)
 	$(BIN)/sphinx-build -M latexpdf docs _build -c . $(SPHINXOPTS)

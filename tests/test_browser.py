@@ -18,6 +18,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,13 @@ import pytest
 from helpers import FakeKernels, build_site
 
 pytestmark = pytest.mark.browser
+
+# sphinx-design 0.8 keeps the reader's choice across pages (localStorage) and rings the focused tab;
+# it needs Python 3.11, and before it neither happens (docs/installation.rst).
+SPHINX_DESIGN_0_8 = pytest.mark.skipif(
+    tuple(int(n) for n in version("sphinx-design").split(".")[:2]) < (0, 8),
+    reason="sphinx-design < 0.8 (the newest on Python 3.10) keeps no choice across pages, rings no focused tab",
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -167,6 +175,7 @@ def test_site_built_cleanly(site):
         assert (site["outdir"] / name).read_text(encoding="utf-8").count('class="sd-tab-set') == 2
 
 
+@SPHINX_DESIGN_0_8
 def test_choice_syncs_every_tab_set_and_persists_to_the_next_page(page, server):
     page.goto(server + "next.html")
     expect_framework(page, "next", "pytorch", "mxnet")  # the default, before any choice
@@ -188,6 +197,7 @@ def test_choice_syncs_every_tab_set_and_persists_to_the_next_page(page, server):
     expect_framework(page, "index", "pytorch", "mxnet")
 
 
+@SPHINX_DESIGN_0_8
 def test_keyboard_reaches_and_switches_the_tabs(page, server):
     page.goto(server + "index.html")
     focus: dict[str, Any] = {}
@@ -222,6 +232,7 @@ def test_keyboard_reaches_and_switches_the_tabs(page, server):
     expect_framework(page, "next", "mxnet", "pytorch")
 
 
+@SPHINX_DESIGN_0_8
 def test_one_choice_switches_code_and_prose_on_every_page(page, server):
     page.goto(server + "prose.html")
     expect_prose_page(page, "pytorch", "mxnet")
@@ -241,6 +252,7 @@ def test_one_choice_switches_code_and_prose_on_every_page(page, server):
     expect_prose_page(page, "mxnet", "pytorch")
 
 
+@SPHINX_DESIGN_0_8
 def test_keyboard_in_a_prose_only_set_switches_the_code_too(page, server):
     page.goto(server + "prose.html")
     page.locator("div.sd-tab-set").nth(1).locator("input:checked").focus()

@@ -39,7 +39,7 @@ os.waitpid(-1, 0)
 daemon = int(os.read(r, 20))
 stubborn = subprocess.Popen([sys.executable, "-c",
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"])
-grouped = subprocess.Popen(["sleep", "1000"], process_group=0)
+grouped = subprocess.Popen(["sleep", "1000"], preexec_fn=os.setpgrp)  # process_group=0 (3.11+)
 holder = subprocess.Popen(["sleep", "1000"], start_new_session=True)  # holds fds 1 and 2
 time.sleep(0.2)
 pids = [os.getpid(), daemon, stubborn.pid, grouped.pid, holder.pid]
@@ -177,6 +177,7 @@ LONG = FAMILY + "open('started', 'w').close()\ntime.sleep(1000)\n"
 
 
 @pytest.mark.kernel
+@pytest.mark.wallclock
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "no-fork"])
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, rootdir, fork, signum):
@@ -230,6 +231,7 @@ def templates_of(pid: int) -> list[psutil.Process]:
 
 
 @pytest.mark.kernel
+@pytest.mark.wallclock
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
 def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdir, how):
     src, env = slow_preload_site(tmp_path, rootdir)
@@ -388,6 +390,7 @@ BAD_OVERRIDES = {
 }  # fmt: skip
 
 
+@pytest.mark.frameworks
 def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used(tmp_path, rootdir):
     from livecells.config import CONFIG_FIELDS, LivecellsConfig
 
@@ -500,6 +503,7 @@ def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, root
     assert "['GITHUB_TOKEN', 'MY_SECRET'] 1" in (app.outdir / "page1.html").read_text()  # -D: nothing dropped
 
 
+@pytest.mark.wallclock
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
     from livecells.execute.dask.cluster import check_executor
@@ -631,7 +635,9 @@ def test_cells_are_located_in_their_own_file_and_run_only_where_shown(tmp_path, 
 # --- Class 8: kernels listen on no TCP port -------------------------------------------------
 
 FORKED_PRINT = """\
-import os
+import os, warnings
+# Python 3.12+ warns that the kernel (threads: IOPub, heartbeat...) forks: not this test's subject.
+warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
 pid = os.fork()
 if pid == 0:
     print("from the forked child", flush=True)

@@ -10,7 +10,8 @@ import pytest
 from conftest import kernel_processes
 from helpers import build_site, cell_with, cells, meta, outputs, soup
 
-pytestmark = [pytest.mark.slow, pytest.mark.kernel]
+# frameworks: the site's cells are torch and mxnet cells (the default frameworks).
+pytestmark = [pytest.mark.slow, pytest.mark.kernel, pytest.mark.frameworks]
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +122,7 @@ def test_figure_becomes_an_image(built):
     assert (built["app"].outdir / image["src"]).is_file()
 
 
+@pytest.mark.wallclock
 def test_timing_line_measures_the_cell(built):
     lines = meta(cell_with(built["index"], "time.sleep(0.3)"))
     seconds = float(re.search(r"([\d.]+) s", lines[0]).group(1))

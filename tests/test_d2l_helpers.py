@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# frameworks: the d2l helpers of each framework, run in its kernel.
+pytestmark = [pytest.mark.slow, pytest.mark.frameworks]
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -173,6 +173,7 @@ def test_probe_survives_a_failing_gpu_expression_and_a_missing_framework(
         hook.register(FakeShell(), sync="if", gpu_used="False", version_module="")
 
 
+@pytest.mark.wallclock
 def test_drain_waits_for_the_pipe_to_empty_but_not_past_its_timeout() -> None:
     read, write = os.pipe()
     try:
@@ -196,6 +197,7 @@ def test_drain_waits_for_the_pipe_to_empty_but_not_past_its_timeout() -> None:
         os.close(write)
 
 
+@pytest.mark.wallclock
 @pytest.mark.skipif(hook.READ_SYSCALL is None, reason="no known read syscall number here")
 def test_the_pipe_reader_is_idle_only_while_it_blocks_reading_the_pipe() -> None:
     """What the drain waits for, seen from /proc: a reader blocked in read() on the pipe is
@@ -502,6 +504,7 @@ def test_a_submodule_is_versioned_by_its_package_and_found_without_running_it(
 
 
 @pytest.mark.kernel
+@pytest.mark.wallclock
 def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) -> None:
     spec = FrameworkSpec(name="alpha", label="Alpha", sync="raise ValueError('sync failed')", preload=("json",))
 
@@ -522,6 +525,7 @@ def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) ->
 
 
 @pytest.mark.kernel
+@pytest.mark.wallclock
 def test_a_real_kernel_times_a_cell_whole_and_never_shows_a_time_not_measured(tmp_path: Path) -> None:
     spec = FrameworkSpec(name="alpha", label="Alpha", preload=("json",))
     nested = "import time\ntime.sleep(0.4)\nget_ipython().run_cell('time.sleep(0.01)')"

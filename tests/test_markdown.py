@@ -634,6 +634,7 @@ def test_command_line_converts_markdown_files_and_trees(tmp_path, capsys):
 
 
 @pytest.mark.kernel
+@pytest.mark.frameworks
 @pytest.mark.slow
 def test_a_converted_chapter_runs_in_real_kernels_with_warnings_in_the_markdown(tmp_path):
     """parameters.md, converted and built with real torch and mxnet (the sample book's d2l package

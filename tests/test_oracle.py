@@ -193,6 +193,7 @@ def stored_cells(oracle, framework: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.kernel
+@pytest.mark.frameworks
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_stored_outputs_match_jupyter(oracle, framework):
     stored = stored_cells(oracle, framework)
@@ -287,6 +288,7 @@ def page_shows(cell, out: Path, page: Path, name: str) -> list[tuple[str, Any]]:
 
 
 @pytest.mark.kernel
+@pytest.mark.frameworks
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_pages_show_what_jupyterlab_shows(oracle, framework):
     page_path = oracle["out"] / f"{framework}.html"
@@ -321,6 +323,7 @@ def test_code_is_highlighted_as_ipython(oracle):
 
 
 @pytest.mark.kernel
+@pytest.mark.frameworks
 def test_latex_gets_native_math_and_formatted_rich_outputs(oracle):
     tex = next(oracle["latex"].glob("*.tex")).read_text()
     assert r"\int_0^1 x\,dx = \frac{1}{2}" in tex
@@ -334,6 +337,7 @@ def test_latex_gets_native_math_and_formatted_rich_outputs(oracle):
 
 
 @pytest.mark.kernel
+@pytest.mark.frameworks
 def test_a_traceback_over_the_limit_only_in_colour_is_kept_whole(oracle):
     """The limit bounds a traceback as it is shown: without IPython's colours (which make it several times as long)."""
     names = [c.name for c in oracle["cells"]["pytorch"]]
@@ -347,6 +351,7 @@ def test_a_traceback_over_the_limit_only_in_colour_is_kept_whole(oracle):
 
 
 @pytest.mark.kernel
+@pytest.mark.frameworks
 def test_a_flood_of_interleaved_streams_loses_nothing(oracle):
     names = [c.name for c in oracle["cells"]["mxnet"]]
     result = stored_cells(oracle, "mxnet")[names.index("mx-flood")]
@@ -356,6 +361,7 @@ def test_a_flood_of_interleaved_streams_loses_nothing(oracle):
 
 
 @pytest.mark.kernel
+@pytest.mark.frameworks
 def test_fd_output_stays_in_its_cell(oracle):
     """What a cell writes to fd 1 (C code, os.write) is in that cell's output, whatever the load."""
     names = [c.name for c in oracle["cells"]["pytorch"]]

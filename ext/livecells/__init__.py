@@ -9,16 +9,22 @@ See ARCHITECTURE.md.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+try:  # one version, pyproject.toml's, as installed (also by `pip install -e`)
+    __version__ = version("livecells")
+except PackageNotFoundError:  # a source tree on sys.path, never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:  # importing livecells (a Dask worker unpickling a job) does not load Sphinx
     from sphinx.application import Sphinx
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    _check_platform()
     from livecells.config import setup_config
     from livecells.pipeline.events import setup_pipeline
     from livecells.read.collect import setup_collect
@@ -43,6 +49,20 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_latex(app)
     app.connect("builder-inited", _add_static_path)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}
+
+
+def _check_platform() -> None:
+    """livecells needs POSIX (its store locks files with ``fcntl``; kernels are managed as POSIX
+    processes): elsewhere, say so at setup instead of an ImportError from deep inside."""
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        from sphinx.errors import ExtensionError
+
+        raise ExtensionError(
+            f"livecells runs on POSIX systems (Linux; macOS untested), not on {sys.platform}: "
+            "its result store locks files with fcntl, which this platform lacks"
+        ) from None
 
 
 def _add_static_path(app: Sphinx) -> None:

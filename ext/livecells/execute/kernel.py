@@ -108,6 +108,13 @@ TIME_EXPRESSION = f"__import__('sys').modules[{hook.STATE!r}].last"
 PROBE_EXPRESSION = f"__import__('json').dumps(__import__('sys').modules[{hook.STATE!r}].probe())"
 
 
+def _msg_id(sent: str | asyncio.Future) -> str:
+    """The msg_id of a request just sent. jupyter_client 8.0's async client hands it back inside a
+    finished Future (8.1 and later: plainly); compared with replies' parent ids as it is, a Future
+    never matches, and every start waited out its whole timeout."""
+    return sent.result() if isinstance(sent, asyncio.Future) else sent
+
+
 async def _dead(pid: int, timeout: float) -> bool:
     """Wait until ``pid`` is gone or a zombie (a killed process's teardown is over); False if
     it is still running after ``timeout`` seconds (or /proc cannot say)."""
@@ -224,6 +231,10 @@ class KernelSession:
             Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in shutdown()
         output = self._log if self._log is not None else asyncio.subprocess.DEVNULL
+        # The kernelspec first: for the native kernel jupyter_client imports ipykernel, which
+        # (6.x) imports debugpy, which sets PYDEVD_USE_FRAME_EVAL in this process. Read after
+        # it, the session's environment is the one a fork server's template starts with.
+        self.km.kernel_spec  # loaded on first access
         await self.km.start_kernel(
             cwd=self.cwd,
             env=self._environment(),
@@ -287,7 +298,7 @@ class KernelSession:
             return
         interval = 0.02  # IOPub drops what the kernel publishes before it has subscribed: ask again
         while True:
-            msg_id = self.kc.kernel_info()
+            msg_id = _msg_id(self.kc.kernel_info())
             retry_at = min(deadline, time.monotonic() + interval)
             interval = min(interval * 1.5, 0.5)
             if await self._iopub_shows(msg_id, retry_at):
@@ -343,12 +354,14 @@ class KernelSession:
         self, code: str, *, silent: bool = False, user_expressions: Mapping[str, str] | None = None
     ) -> str:
         assert self.kc is not None
-        return self.kc.execute(
-            code,
-            silent=silent,
-            store_history=not silent,
-            user_expressions=dict(user_expressions or {}),
-            allow_stdin=False,
+        return _msg_id(
+            self.kc.execute(
+                code,
+                silent=silent,
+                store_history=not silent,
+                user_expressions=dict(user_expressions or {}),
+                allow_stdin=False,
+            )
         )
 
     async def _wait(

@@ -8,7 +8,11 @@ import time
 
 from sphinx.util import logging
 from sphinx.util.console import bold
-from sphinx.util.display import terminal_supports_colour
+
+try:  # Sphinx 8.2+: what status_iterator asks
+    from sphinx.util.display import terminal_supports_colour
+except ImportError:  # Sphinx 7.2 to 8.1: the same question under its old name
+    from sphinx.util.console import color_terminal as terminal_supports_colour
 
 logger = logging.getLogger(__name__)
 
