@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -177,3 +178,28 @@ def test_a_second_sigterm_while_the_template_stops_does_not_spare_a_kernels_tree
     finally:
         server.close()
         clean_up(seen)
+
+
+def test_kill_adopted_kills_a_carrier_of_the_token_wherever_it_hangs() -> None:
+    """A session's process that is not this process's child (here the child of a shell that
+    does not carry the token; in a build, a daemon of a SIGKILLed kernel that the kernel still
+    holds while it dies) is killed by its token, and nothing without the token is."""
+    token = "livecells-test-" + os.urandom(8).hex()
+    shell = subprocess.Popen(
+        ["sh", "-c", f"env {reaper.SESSION_VARIABLE}={token} sleep 100 & wait"],
+        env={k: v for k, v in os.environ.items() if k != reaper.SESSION_VARIABLE},
+    )
+    try:
+        for _ in range(100):
+            carriers = [c.pid for c in psutil.Process(shell.pid).children()]
+            if carriers:
+                break
+            time.sleep(0.02)
+        assert carriers
+        killed = reaper.kill_adopted(token)
+        assert set(carriers) <= set(killed) and shell.pid not in killed
+        shell.wait(timeout=10)  # its child gone, the shell's wait returns
+        assert not [c for c in carriers if psutil.pid_exists(c) and psutil.Process(c).status() != "zombie"]
+    finally:
+        shell.kill()
+        shell.wait()

@@ -513,7 +513,7 @@ class KernelSession:
                 os.kill(pid, signal.SIGSTOP)
         table = process_table()  # one walk of /proc for both: orphans are there from before
         killed = kill_tree(pid, table=table) if pid else []
-        killed += kill_adopted(self.token, exclude=[pid] if pid else [], table=table)
+        killed += kill_adopted(self.token, exclude=[pid, *killed] if pid else killed, table=table)
         if pid and self.guard is not None:
             self.guard.unwatch(pid)
         self._killed = [p for p in killed if p != pid]

@@ -313,23 +313,29 @@ def _environ_has(pid: int, entry: bytes) -> bool:
 def kill_adopted(
     token: str, exclude: Iterable[int] = (), table: dict[int, tuple[int, str]] | None = None
 ) -> list[int]:
-    """Kill (with their trees) and reap this process's children that carry ``token`` as their
-    :data:`SESSION_VARIABLE`: orphans of a session's kernel that died before its shutdown
-    (``table``: a :func:`process_table` read since it died, or None to read one)."""
+    """Kill (with their trees) every process that carries ``token`` as its
+    :data:`SESSION_VARIABLE`, wherever it hangs, and reap those that are this process's children:
+    orphans of a session's kernel that died before its shutdown (``table``: a
+    :func:`process_table` read since it died, or None to read one). Not only this process's
+    children: a kernel killed by a signal shows as dead before the kernel releases its children,
+    which for a while still hang under it, or under a process of theirs."""
     if not sys.platform.startswith("linux"):
         return []
     entry = f"{SESSION_VARIABLE}={token}".encode()
-    skip = set(exclude)
-    table = process_table() if table is None else table
-    me = os.getpid()
-    adopted = [
-        pid
-        for pid, (ppid, state) in table.items()
-        if ppid == me and pid not in skip and state not in "ZX" and _environ_has(pid, entry)
-    ]
-    killed = []
-    for pid in adopted:
-        killed += kill_tree(pid)
+    skip = set(exclude) | {os.getpid()}
+    killed: list[int] = []
+    for _ in range(3):  # again, for any that were being handed to a new parent as we looked
+        table = process_table() if table is None else table
+        carriers = [
+            pid for pid, (_, state) in table.items()
+            if pid not in skip and pid not in killed and state not in "ZX" and _environ_has(pid, entry)
+        ]
+        if not carriers:
+            break
+        for pid in carriers:
+            if pid not in killed:
+                killed += kill_tree(pid)
+        table = None
     reap(killed)
     return killed
 
