@@ -32,7 +32,7 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder -m "not frameworks_extra" $(PYTEST_ARGS)
 
-FAST := not kernel and not frameworks and not browser and not cluster and not frameworks_extra
+FAST := not kernel and not frameworks and not browser and not cluster and not frameworks_extra and not process
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 -m "$(FAST)" $(PYTEST_ARGS)
 

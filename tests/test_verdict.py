@@ -84,6 +84,7 @@ def builds(tmp_path_factory, rootdir) -> dict:
     return found
 
 
+@pytest.mark.process
 def test_a_stored_error_fails_the_build_again(builds):
     first, again = builds["first"], builds["again"]
     assert first["rc"] != 0 and again["rc"] != 0, again["log"]
@@ -96,6 +97,7 @@ def test_a_stored_error_fails_the_build_again(builds):
     assert raised["rc"] != 0 and "1 cell error(s)" in raised["log"] and "livecells_raise_on_error" in raised["log"]
 
 
+@pytest.mark.process
 def test_summary_junit_report_and_cli_agree_on_a_stored_error(builds):
     for name in ("first", "again"):
         build = builds[name]
@@ -113,6 +115,7 @@ def test_summary_junit_report_and_cli_agree_on_a_stored_error(builds):
     assert {(r["framework"], r["errors"], r["not_run"]) for r in rows} == {("alpha", 1, 0), ("beta", 0, 0)}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("name", ["gpu", "cache"])
 def test_published_cells_that_did_not_run_are_counted_and_warned(builds, name):
     """After an edit, a build that runs nothing shows the edited cell and the ones below it not
@@ -141,6 +144,7 @@ def test_published_cells_that_did_not_run_are_counted_and_warned(builds, name):
     assert builds["cache_raise"]["rc"] != 0 and "4 cell(s) not run, 1 stale" in builds["cache_raise"]["log"]
 
 
+@pytest.mark.process
 def test_execution_off_counts_cells_not_run_without_failing(builds):
     """Off shows every page's recorded outputs by choice: counted, skipped in JUnit, no failure."""
     off = builds["off"]
@@ -149,6 +153,7 @@ def test_execution_off_counts_cells_not_run_without_failing(builds):
     assert set(map(tuple, cases(off["junit"]).values())) == {("skipped",)}
 
 
+@pytest.mark.process
 def test_a_clean_site_passes_from_the_store_too(tmp_path, rootdir):
     src = site(tmp_path, rootdir, "clean")
     assert sphinx_build(src, "-W")["rc"] == 0
@@ -177,6 +182,7 @@ def test_a_book_whose_only_cells_have_no_known_framework_still_has_a_verdict(tmp
     assert summary["totals"]["cells_not_run"] == 1 and len(summary["unknown_framework"]) == 1
 
 
+@pytest.mark.process
 def test_a_cell_of_no_known_framework_fails_w_again_when_its_page_is_not_read_again(tmp_path, rootdir):
     """The page is not read again in an unchanged build: its warning (so -W), junit.xml and
     report.txt still count the cell, as summary.json did."""
