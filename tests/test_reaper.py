@@ -190,8 +190,8 @@ def test_kill_adopted_kills_a_carrier_of_the_token_wherever_it_hangs() -> None:
         env={k: v for k, v in os.environ.items() if k != reaper.SESSION_VARIABLE},
     )
     try:
-        for _ in range(100):
-            carriers = [c.pid for c in psutil.Process(shell.pid).children()]
+        for _ in range(250):  # until the shell's child has exec'd into the token's carrier
+            carriers = [c.pid for c in psutil.Process(shell.pid).children() if _carries(c, token)]
             if carriers:
                 break
             time.sleep(0.02)
@@ -203,3 +203,10 @@ def test_kill_adopted_kills_a_carrier_of_the_token_wherever_it_hangs() -> None:
     finally:
         shell.kill()
         shell.wait()
+
+
+def _carries(process: psutil.Process, token: str) -> bool:
+    try:
+        return process.environ().get(reaper.SESSION_VARIABLE) == token
+    except psutil.Error:
+        return False
