@@ -183,6 +183,24 @@ def _positive_int(value: Any) -> int:
     return value
 
 
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError("must be an integer of at least 0")
+    return value
+
+
+def _factor(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 1:
+        raise ConfigError("must be a finite number greater than 1")
+    return float(value)
+
+
+def _non_negative(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError("must be a finite number of seconds, 0 or more")
+    return float(value)
+
+
 def _meta(
     help: str, validate: Callable[[Any], Any], shown_type: str, rebuild: str = "env"
 ) -> dict[str, Any]:
@@ -306,6 +324,43 @@ class LivecellsConfig:
             "(secrets).",
             _names,
             "list of str",
+            rebuild="",
+        ),
+    )
+
+    repeat: int = field(
+        default=1,
+        metadata=_meta(
+            "Timed runs of every cell that gives no :repeat: (1: run once). Only for books whose "
+            "cells are all safe to run again; see docs/timing.rst.",
+            _positive_int,
+            "int",
+        ),
+    )
+    warmup: int = field(
+        default=1,
+        metadata=_meta(
+            "Runs before a repeated cell's timed ones, for cells that give no :warmup:.",
+            _count,
+            "int",
+        ),
+    )
+    drift_factor: float = field(
+        default=2.0,
+        metadata=_meta(
+            "A cell whose time changed by more than this factor since the time stored for the "
+            "same code on the same device is warned of (livecells.timing) and reported.",
+            _factor,
+            "int | float",
+            rebuild="",
+        ),
+    )
+    drift_floor: float = field(
+        default=0.01,
+        metadata=_meta(
+            "Seconds under which a difference in a cell's time is noise, never drift.",
+            _non_negative,
+            "int | float",
             rebuild="",
         ),
     )

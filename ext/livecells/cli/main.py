@@ -87,6 +87,10 @@ def failing(rows: list[SessionOutcome], fail_on: str) -> list[SessionOutcome]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.compare:
+        from livecells.cli.compare import compare
+
+        return compare(_store(args), OutputStore(args.compare), args.factor, args.floor)
     sessions, problems = session_rows(_store(args))
     rows = [report_entry(session) for session in sessions]
     for problem in problems:
@@ -215,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
         "not run, or a store file or session cannot be used (problems, the default), only "
         "failures and cell errors (errors), or never",
     )
+    report.add_argument(
+        "--compare", metavar="OTHER_STORE", help="print each cell's time against the same code's "
+        "on the same device in another store folder; exit 1 past --factor (see docs/timing.rst)"
+    )
+    report.add_argument("--factor", type=float, default=2.0, help="with --compare: the drift factor (2)")
+    report.add_argument("--floor", type=float, default=0.01, help="with --compare: seconds of noise (0.01)")
     report.set_defaults(func=cmd_report)
 
     clear = commands.add_parser(

@@ -35,6 +35,10 @@ class CellPlan:
     only: tuple[str, ...] = ()
     #: The frameworks it names that livecells_frameworks does not have.
     unknown: tuple[str, ...] = ()
+    #: Timed runs of a cell safe to run again (``:repeat:``; 1: run once, as any cell), after
+    #: ``warmup`` runs; the page shows the last run's output.
+    repeat: int = 1
+    warmup: int = 0
 
     def location(self, line: int | None = None) -> str:
         """``file:line`` for a warning about this cell (``line``: default, the directive's)."""

@@ -124,6 +124,7 @@ class WarningSubtype(Vocabulary):
     STALE = "stale"
     EXECUTOR = "executor"
     RECORDED = "recorded"
+    TIMING = "timing"
 
 
 @dataclass(frozen=True)

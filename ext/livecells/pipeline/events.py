@@ -27,6 +27,7 @@ from livecells.model.records import RENDER_WARNED, outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.pipeline.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.pipeline.summary import write_summary
+from livecells.pipeline.timings import report_sections, write_chart
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 
@@ -119,7 +120,9 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
         "seconds": round(outcome.seconds, 3),
         "run_id": outcome.run_id,
     }
-    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals, outcome.unknown)
+    folder = Path(app.outdir) / "_livecells"
+    write_summary(folder, list(outcome.sessions.values()), totals, outcome.unknown, report_sections(outcome))
+    write_chart(folder, outcome)
     if exception is None and config.raise_on_error and outcome.failures():
         counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
         raise ExtensionError(

@@ -26,9 +26,11 @@ def write_summary(
     sessions: list[SessionOutcome],
     totals: dict[str, Any],
     unknown: Sequence[tuple[str, Problem]] = (),
+    sections: Sequence[str] = (),
 ) -> None:
     """Write summary.json, junit.xml and report.txt into ``directory``. ``unknown``: the cells of
-    no known framework, by page (shown, not run: in no session)."""
+    no known framework, by page (shown, not run: in no session); ``sections``: lines that end
+    report.txt (the timings')."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     data = {
@@ -54,6 +56,7 @@ def write_summary(
             if problem.traceback:
                 lines.append(problem.traceback)
             lines.append("")
+    lines += sections
     report = strip_controls("\n".join(lines))
     (folder / "report.txt").write_text(report, encoding="utf-8", errors="backslashreplace")
 

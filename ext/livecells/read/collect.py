@@ -59,6 +59,8 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 source=cell.source or str(source),
                 only=tuple(reversed(only)),
                 unknown=tuple(cell.get("unknown") or ()),
+                repeat=cell.get("repeat", 1),
+                warmup=cell.get("warmup", 0) if cell.get("repeat", 1) > 1 else 0,
             )
         )
     settings_nodes = list(doctree.findall(live_settings))
