@@ -76,6 +76,7 @@ def write_book(src: Path) -> None:
     src.mkdir(parents=True, exist_ok=True)
     (src / "conf.py").write_text(CONF)
     (src / "index.rst").write_text(SLEEPS)
+    (src / "report.rst").write_text(":orphan:\n\nReport\n======\n\n.. live-report::\n")
     delays(src, slow=0.1, mild=0.2)
 
 
@@ -121,6 +122,7 @@ def builds(tmp_path_factory):
     out = Path(found["third"][2].outdir) / "_livecells"
     found["third_report"] = (out / "report.txt").read_text()
     found["third_chart"] = (out / "devices.svg").read_text()
+    found["third_live_report"] = soup(Path(found["third"][2].outdir) / "report.html")
     found["cached"] = build(src, execute="cache")
     found["cached_store"] = (src / "_livecells" / "index.json").read_bytes()
     return found
@@ -223,3 +225,7 @@ def test_the_report_has_a_device_table_and_a_chart(builds):
     chart = builds["third_chart"]
     assert chart.startswith("<svg") and chart.count("<rect") == 4  # a legend and a bar per device
     assert f"{FAKE_DEVICE} (CPU):" in chart and f"{cpu} (CPU):" in chart
+    table = builds["third_live_report"].select_one("table.livecells-report-devices")
+    headers = [th.get_text() for th in table.select("th")]
+    assert headers == ["Session", f"{FAKE_DEVICE} (CPU)", f"{cpu} (CPU)"], headers
+    assert re.fullmatch(r"index \[alpha\]( \d\.\d+\xa0s){2}", " ".join(td.get_text() for td in table.select("td")))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from html import escape
 
 from livecells.model.records import SessionRecord
+from livecells.model.text import one_line
 from livecells.model.timings import format_seconds
 
 #: Bar colours, one per device (colour-blind safe; as the live-report chart's).
@@ -22,18 +23,19 @@ Rows = list[tuple[str, dict[str, float | None]]]
 
 
 def device_rows(records: Mapping[tuple[str, str], SessionRecord]) -> tuple[list[str], Rows]:
-    """The devices (labels, in order of first appearance) and, per session ``page [framework]``,
+    """The devices (labels, sorted) and, per session ``page [framework]``,
     its cells' summed time on each device it ran on."""
-    devices: dict[str, None] = {}
+    devices: set[str] = set()
     rows: Rows = []
     for (page, framework), record in sorted(records.items()):
         times: dict[str, float | None] = {}
         for timings in record.all_devices().values():
-            devices.setdefault(timings.label)
-            times[timings.label] = timings.seconds()
+            label = one_line(timings.label, 80)  # stored text: no controls, not too long
+            devices.add(label)
+            times[label] = timings.seconds()
         if times:
-            rows.append((f"{page} [{framework}]", times))
-    return list(devices), rows
+            rows.append((one_line(f"{page} [{framework}]", 120), times))
+    return sorted(devices), rows
 
 
 def device_table(records: Mapping[tuple[str, str], SessionRecord]) -> list[str]:
