@@ -164,3 +164,16 @@ def test_hostile_device_timings_in_a_store_reach_no_page_raw(tmp_path):
     assert "Xeon &lt;script&gt; (CPU)" in html, warnings
     assert not any(c in html for c in "\x07\x0c\x1b"), warnings
     assert "GPU&lt;i&gt;" in html and "livecells-report-devices" in html
+
+
+def test_two_builds_sharing_a_store_keep_both_devices(tmp_path):
+    store = OutputStore(tmp_path)
+    # Both builds read the file before either wrote: each knows only its own device.
+    store.save_record("page", record("H200", "2026-01-02", [0.01], kind="gpu").with_devices(None))
+    store.save_record("page", record("Xeon", "2026-01-01", [1.0]).with_devices(None))
+    devices = store.records("page")["pytorch"].devices
+    assert set(devices) == {"H200", "Xeon"}
+    # A later run on a device replaces that device's timings only.
+    store.save_record("page", record("Xeon", "2026-01-03", [2.0]).with_devices(None))
+    devices = store.records("page")["pytorch"].devices
+    assert devices["Xeon"].cells[0].time == 2.0 and devices["H200"].cells[0].time == 0.01
