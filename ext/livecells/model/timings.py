@@ -122,6 +122,6 @@ def drifts(before: DeviceTimings, now: DeviceTimings) -> list[Drift]:
         if not cell.ok or cell.time is None:
             continue
         old = before.cell(cell.index, cell.code_sha)
-        if old is not None and old.time is not None:
+        if old is not None and old.time:  # a stored 0 s is no base for a ratio
             found.append(Drift(cell.index, old.time, cell.time))
     return found
