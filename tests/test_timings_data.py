@@ -137,6 +137,8 @@ def test_report_compare_over_hand_written_stores(tmp_path):
     changed.cells[0].code_sha = "new"
     mine.save_record("page", changed)
     assert livecells_cli("report", "--store", str(mine.root), "--compare", str(theirs.root)).returncode == 0
+    missing = livecells_cli("report", "--store", str(mine.root), "--compare", str(tmp_path / "nowhere"))
+    assert missing.returncode == 1 and "no such store folder" in missing.stderr
 
 
 def test_hostile_device_timings_in_a_store_reach_no_page_raw(tmp_path):

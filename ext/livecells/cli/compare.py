@@ -9,6 +9,8 @@ the ratio of this store's time to the other's. A ratio past ``factor`` either wa
 
 from __future__ import annotations
 
+import sys
+
 from livecells.model.records import SessionRecord
 from livecells.model.timings import Drift, drifts
 from livecells.store import OutputStore, StoreProblem
@@ -28,7 +30,10 @@ def _sessions(store: OutputStore, problems: list[str]) -> dict[tuple[str, str], 
 
 def compare(store: OutputStore, other: OutputStore, factor: float, floor: float) -> int:
     """Print each common cell's ratio (this store's time / the other's); 1 if any is past
-    ``factor``, else 0."""
+    ``factor`` (or ``other`` is no folder), else 0."""
+    if not other.root.is_dir():  # a gate that compares nothing must not pass
+        print(f"--compare {other.root}: no such store folder", file=sys.stderr)
+        return 1
     problems: list[str] = []
     mine, theirs = _sessions(store, problems), _sessions(other, problems)
     past = compared = 0
