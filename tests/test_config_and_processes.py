@@ -488,7 +488,7 @@ def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphi
 
 @pytest.mark.kernel
 def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
-    from livecells.execute.forkserver import MARKER
+    from livecells.execute.forked import MARKER
 
     monkeypatch.setenv("MY_SECRET", "s3")
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_x")
