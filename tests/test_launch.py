@@ -189,3 +189,27 @@ def test_the_links_join_the_themes_own_launch_group(tmp_path, rootdir):
     texts = [text for text, _ in menu(out / "index.html")]
     assert texts[0] == "Colab" and "Colab (PyTorch)" in texts and "Own hub (MXNet)" in texts, texts
     assert [text for text, _ in menu(out / "second.html")][0] == "Colab (PyTorch)"  # no group of the theme's
+
+
+@BOOK
+@pytest.mark.browser
+def test_the_launch_menu_opens_in_chromium_with_the_links(tmp_path, rootdir):
+    """The theme's own script opens the menu (Bootstrap's dropdown); a screenshot in tmp_path."""
+    _, out, _ = site(tmp_path, rootdir, LAUNCH, html_theme="sphinx_book_theme")
+    browser_test = pytest.importorskip("test_browser", reason="no Playwright or Chromium")
+    with browser_test.chromium() as browser, browser_test.serving(out) as url:
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        try:
+            page = context.new_page()
+            page.goto(url + "index.html")
+            items = page.locator("div.dropdown-launch-buttons a.dropdown-item")
+            assert items.count() == 7 and not items.first.is_visible()
+            page.click("div.dropdown-launch-buttons button.dropdown-toggle")
+            items.first.wait_for(state="visible")
+            page.screenshot(path=str(tmp_path / "launch-menu.png"))
+            shown = [(items.nth(n).inner_text().strip(), items.nth(n).get_attribute("href")) for n in range(7)]
+        finally:
+            context.close()
+    path = "_downloads/livecells/index.pytorch.ipynb"
+    assert shown[0] == ("Colab (PyTorch)", COLAB.format(path=path)), shown
+    assert shown[-1] == ("Own hub (MXNet)", "https://hub.example.org/open?nb=_downloads/livecells/index.mxnet.ipynb&fw=mxnet&page=index")
