@@ -111,13 +111,20 @@ def browser(site) -> Iterator[Any]:
     """Debian's Chromium, headless, through Playwright (no browser download). After the build:
     Playwright's sync API runs an asyncio loop in this thread, where the build's kernels cannot
     start theirs (so a test run alone, ``-k``, would otherwise fail)."""
+    with chromium() as started:
+        yield started
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium, headless, through Playwright; closed at the end."""
     playwright = sync_api.sync_playwright().start()
     try:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            yield chromium
+            yield browser
         finally:
-            chromium.close()
+            browser.close()
     finally:
         playwright.stop()
 

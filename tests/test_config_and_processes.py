@@ -315,6 +315,8 @@ BAD_VALUES = {
     "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
                       [("*", "text/plain", "1")], [["", "text/plain", 1]]],
     "env_drop": [3, [1], [""], None, {"A": 1}],
+    "launch": [3, None, "https://x.org/{path}", ["https://x.org/{path}"], {"colab": "javascript:x"},
+               {"colab": {"pytorch": 3}}, {"colab": {}}, {"": "https://x.org/{path}"}, {"x": "https://x.org/{p}"}],
 }
 
 
@@ -387,6 +389,7 @@ BAD_OVERRIDES = {
     "frameworks": "x", "execute": "nope", "device": "cuda", "timeout": "abc", "jobs": "0",
     "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
     "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
+    "launch": "https://x.org/{path}",
 }  # fmt: skip
 
 

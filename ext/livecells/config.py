@@ -22,6 +22,7 @@ from sphinx.util import logging
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
+from livecells.model.launch import PLACEHOLDERS, LaunchTarget, launch_target
 from livecells.model.mime import PriorityOverride, priority_override
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
 from livecells.sphinx_util import from_command_line, origin
@@ -161,6 +162,23 @@ def _mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
             kept.append(priority_override(entry))
         except ValueError as err:
             problems.append(f"entry {number} {_shown(entry)}: {err}")
+    if problems:
+        raise EntriesDropped(tuple(kept), problems)
+    return tuple(kept)
+
+
+def _launch(value: Any) -> tuple[LaunchTarget, ...]:
+    """Service -> URL template (or framework -> template), checked entry by entry (see
+    :mod:`livecells.model.launch`)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError("must be a mapping of service -> URL template (or framework -> URL template)")
+    kept: list[LaunchTarget] = []
+    problems: list[str] = []
+    for name, entry in value.items():
+        try:
+            kept.append(launch_target(name, entry))
+        except ValueError as err:
+            problems.append(f"entry {_shown(name)}: {err}")
     if problems:
         raise EntriesDropped(tuple(kept), problems)
     return tuple(kept)
@@ -310,6 +328,18 @@ class LivecellsConfig:
         ),
     )
 
+    launch: tuple[LaunchTarget, ...] = field(
+        default=(),
+        metadata=_meta(
+            "Links that open a page's notebook of each framework in a notebook service: service "
+            "(colab, binder, studiolab, or a label) -> URL template, or -> {framework: template}; "
+            f"placeholders {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; a bad entry is dropped.",
+            _launch,
+            "dict",
+            rebuild="html",
+        ),
+    )
+
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
 
@@ -332,6 +362,8 @@ def raw_default(name: str) -> Any:
         return DEFAULT_FRAMEWORKS
     if name in {"depends", "mime_priority"}:
         return []
+    if name == "launch":
+        return {}
     if name == "env_drop":
         return list(DEFAULT_ENV_DROP)
     f = CONFIG_FIELDS[name]
@@ -346,6 +378,8 @@ def _raw_used(name: str, used: LivecellsConfig) -> Any:
         return [(o.builder, o.mime, o.priority) for o in used.mime_priority]
     if name in {"depends", "env_drop"}:
         return list(getattr(used, name))
+    if name == "launch":
+        return {target.name: target.raw() for target in used.launch}
     return raw_default(name)
 
 

@@ -256,6 +256,9 @@ class RenderLiveCells(SphinxPostTransform):
             return _recorded_blocks(cell)
         result = shown.result
         out = self.outputs.render(cell, result, framework)
+        if shown.origin == Origin.STORE and out and self.format == "html":
+            # Marked as stored by an earlier build (the stylesheet sets them apart).
+            out = [nodes.container("", *out, classes=["livecells-from-store"])]
         if result.status == CellStatus.NOT_RUN:
             out.append(note(result.evalue or "not run", "livecells-not-run"))
             out.extend(_recorded_blocks(cell))
