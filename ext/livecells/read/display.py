@@ -1,0 +1,100 @@
+"""Read stage: the ``live-cell`` options that change how a cell is shown, never what runs.
+
+Line numbers and emphasised lines (as Sphinx's ``code-block``), code below its output (as
+jupyter-sphinx's ``:code-below:``), collapsed code or output. They become attributes of the
+``live_cell`` node; the cell's plan, and so its session key, never sees them. A bad value is a
+located warning and is left out: the cell still runs and shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from docutils.parsers.rst import directives
+
+#: The options, all read as text here and checked in :func:`display_attributes`.
+DISPLAY_OPTIONS: dict[str, Callable[[str | None], Any]] = {
+    "linenos": directives.flag,
+    "lineno-start": directives.unchanged_required,
+    "emphasize-lines": directives.unchanged_required,
+    "code-below": directives.flag,
+    "collapse-code": directives.unchanged,
+    "collapse-output": directives.unchanged,
+}
+
+#: What an option that shapes the code, or the output, means nothing without.
+_CODE_OPTIONS = ("linenos", "lineno-start", "emphasize-lines", "code-below", "collapse-code")
+_OUTPUT_OPTIONS = ("collapse-output",)
+
+Warn = Callable[..., None]
+
+
+def parse_line_spec(spec: str, total: int) -> list[int]:
+    """0-based line indexes of a spec such as ``"1,3-5,8-"`` (as Sphinx's ``:emphasize-lines:``
+    reads it: ``-N`` from the first line, ``N-`` to the last). ValueError if it is not one."""
+    found: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            if not part:
+                raise ValueError
+            if "-" not in part:
+                found.append(int(part) - 1)
+                continue
+            start, _, end = part.partition("-")
+            first = int(start) if start.strip() else 1
+            last = int(end) if end.strip() else max(first, total)
+            if first < 1 or last < first:
+                raise ValueError
+            found.extend(range(first - 1, last))
+        except ValueError:
+            raise ValueError(f"invalid line number spec: {spec!r}") from None
+    return found
+
+
+def display_attributes(directive: Any, code: str, warn: Warn) -> dict[str, Any]:
+    """The ``live_cell`` attributes of a directive's display options. ``warn(location, message,
+    *args)`` says what was left out."""
+    options = directive.options
+    where = directive.get_location()
+    attributes: dict[str, Any] = {
+        "linenos": "linenos" in options or "lineno-start" in options,
+        "code_below": "code-below" in options,
+        "collapse_code": _summary(options, "collapse-code"),
+        "collapse_output": _summary(options, "collapse-output"),
+    }
+    for hidden, names in (("hide-code", _CODE_OPTIONS), ("hide-output", _OUTPUT_OPTIONS)):
+        useless = [f":{n}:" for n in names if n in options]
+        if hidden in options and useless:
+            warn(where, "live-cell: %s %s no effect with :%s:", ", ".join(useless),
+                 "has" if len(useless) == 1 else "have", hidden)
+    if "lineno-start" in options:
+        try:
+            attributes["lineno_start"] = int(options["lineno-start"])
+        except ValueError:
+            warn(where, "live-cell: :lineno-start: must be a whole number, not %r; numbering from 1",
+                 options["lineno-start"])
+    if "emphasize-lines" in options:
+        attributes["emphasize"] = _emphasized(options["emphasize-lines"], code, where, warn)
+    return attributes
+
+
+def _summary(options: dict[str, Any], name: str) -> str | None:
+    """None: not collapsed; "": collapsed under the default summary; else the author's."""
+    if name not in options:
+        return None
+    return " ".join((options[name] or "").split())
+
+
+def _emphasized(spec: str, code: str, where: Any, warn: Warn) -> list[int]:
+    """1-based lines to emphasise, as ``code-block`` keeps them (``highlight_args['hl_lines']``)."""
+    total = len(code.splitlines())
+    try:
+        lines = parse_line_spec(spec, total)
+    except ValueError as err:
+        warn(where, "live-cell: :emphasize-lines: %s; no line is emphasised", err)
+        return []
+    if any(not 0 <= i < total for i in lines):
+        warn(where, "live-cell: :emphasize-lines: line number spec is out of range (1-%d): %r", total, spec)
+    return sorted({i + 1 for i in lines if 0 <= i < total})
