@@ -1,5 +1,5 @@
 """The display options of ``live-cell``: line numbers, emphasised lines, code below its output,
-collapsed code and output.
+collapsed code and output, an output image's size and alt text, the output as a numbered figure.
 
 tests/roots/test-display uses each of them in tab sets, ``all`` cells, a MyST page and with bad
 values; its sessions run on :class:`helpers.FakeKernels` (how a cell is shown is the subject).
@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from helpers import FakeKernels, build_site, built_page, cell_with
+
+PNG_ALT = 'A "dot" <script>alert(1)</script>'
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,8 @@ def numbered_lines(cell: Any) -> tuple[list[str], list[str]]:
 
 
 def parts(cell: Any) -> list[str]:
-    """What a rendered cell shows, in order: code, output, output tabs, collapsed code or output, meta."""
+    """What a rendered cell shows, in order: code, output, output tabs, figure, collapsed code or
+    output, meta."""
     found = []
     for child in cell.find_all(recursive=False):
         classes = child.get("class", [])
@@ -60,6 +63,8 @@ def parts(cell: Any) -> list[str]:
             found.append("collapsed-output")
         elif "livecells-input" in classes:
             found.append("code")
+        elif child.name == "figure":
+            found.append("figure")
         elif "sd-tab-set" in classes:
             found.append("tabs")
         elif "livecells-output" in classes:
@@ -90,7 +95,7 @@ def test_line_numbers_and_emphasis_as_code_block_draws_them(site):
 def test_code_below_puts_the_code_after_the_output(site):
     index = page(site, "index")
     assert parts(cell_with(index, 'FRAMEWORK = "beta"')) == ["collapsed-output", "collapsed-code", "meta"]
-    assert parts(cell_with(index, '"differs"')) == ["tabs", "collapsed-code", "meta", "meta"]
+    assert parts(cell_with(index, '"differs"')) == ["figure", "collapsed-code", "meta", "meta"]
     assert parts(cell_with(index, 'FRAMEWORK = "alpha"')) == ["code", "output", "meta"]
 
 
@@ -112,11 +117,50 @@ def test_collapsed_parts_are_details_elements_with_a_summary(site):
     assert cell_with(index, '"differs"').select_one("details summary").get_text() == "The loop"
 
 
+def test_image_size_and_alt_text(site):
+    index = page(site, "index")
+    images = index.select("img.livecells-image")
+    assert len(images) == 2  # the comma-list cell's, in each framework's tab
+    for image in images:
+        assert image["alt"] == PNG_ALT
+        assert image["style"].replace(" ", "") == "width:120px;height:3em;"
+    html = (site["html"] / "index.html").read_text(encoding="utf-8")
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)" in html
+    md = page(site, "md")
+    assert md.select_one("img.livecells-image")["alt"] == "MyST dot"
+    assert md.select_one("img.livecells-image")["style"].replace(" ", "") == "width:50%;"
+
+
+def test_an_output_is_a_numbered_figure_that_numref_finds(site):
+    index = page(site, "index")
+    alpha, beta = (cell.select_one("figure") for cell in index.select("div.livecells-cell") if cell.select("img"))
+    assert alpha["id"] == "fig-dot" and alpha.select_one("img.livecells-image") is not None
+    number = alpha.select_one("span.caption-number").get_text().strip()
+    assert number == "Fig. 3"
+    caption = alpha.select_one("span.caption-text")
+    assert caption.strong.get_text() == "dot" and "<script>alert(2)</script> & more" in caption.get_text()
+    # The other framework's tab shows the same figure, number and caption, and no second label.
+    assert beta["id"] != "fig-dot" and beta.select_one("span.caption-number").get_text().strip() == number
+    assert beta.select_one("span.caption-text").get_text() == f"{number} {caption.get_text()}"
+    refs = {a.get_text(): a["href"] for a in index.select("p a.reference.internal")}
+    assert refs == {"Fig. 3": "#fig-dot", "Fig. 2": "#fig-disagree", "the dot": "#fig-dot"}
+    # An `all` cell whose frameworks disagree: its output tabs inside one figure.
+    disagree = index.select_one("figure#fig-disagree")
+    assert disagree.select_one("div.sd-tab-set") is not None and "differs beta" in disagree.get_text()
+    # A caption without a name: numbered all the same.
+    assert cell_with(index, "a table, say").select_one("figure span.caption-number").get_text().strip() == "Fig. 4"
+
+
 def test_myst_pages_take_the_same_options(site):
     md = page(site, "md")
     cell = cell_with(md, "md_value")
     assert numbered_lines(cell) == (["1", "2"], ['2print("myst", md_value + 1)'])
     assert parts(cell) == ["collapsed-code", "collapsed-output", "meta"]
+    figure = md.select_one("figure#fig-md")
+    assert figure.select_one("span.caption-text em").get_text() == "MyST"  # the caption is MyST
+    assert figure.select_one("span.caption-text code").get_text() == "code"
+    refs = [(a.get_text(), a["href"]) for a in md.select("p a.reference.internal")]
+    assert refs == [("Fig. 1", "#fig-md"), ("Fig. 3", "index.html#fig-dot")]
 
 
 def test_latex_prints_everything_with_sphinx_line_numbers(site):
@@ -129,6 +173,19 @@ def test_latex_prints_everything_with_sphinx_line_numbers(site):
     assert r"\PYG{n}{md\PYGZus{}value} \PYG{o}{=} \PYG{l+m+mi}{41}" in tex and "\nmyst 42\n" in tex
 
 
+def test_latex_figures_are_floats_that_ref_numbers(site):
+    tex = site["tex"]
+    # A float with the caption (escaped) and the label that \ref numbers.
+    figure = tex[tex.rindex(r"\begin{figure}", 0, tex.index(r"\label{\detokenize{index:fig-dot}}")):]
+    figure = figure[: figure.index(r"\end{figure}")]
+    assert r"\sphinxincludegraphics[width=120\sphinxpxdimen,height=3em]" in figure
+    caption = r"One \sphinxstylestrong{dot} \textless{}script\textgreater{}alert(2)\textless{}/script\textgreater{} \& more"
+    assert r"\caption{%s}" % caption in figure
+    assert tex.count(r"\label{\detokenize{index:fig-dot}}") == 1
+    assert r"\ref{\detokenize{index:fig-dot}}" in tex and r"\ref{\detokenize{md:fig-md}}" in tex
+    assert r"\sphinxincludegraphics[width=0.500\linewidth]" in tex
+
+
 def test_bad_values_are_located_warnings_and_the_cell_still_runs(site):
     said = site["warnings"]
     text = (site["src"] / "bad.rst").read_text()
@@ -136,8 +193,9 @@ def test_bad_values_are_located_warnings_and_the_cell_still_runs(site):
     for message in (
         ":lineno-start: must be a whole number, not 'soon'",
         ":emphasize-lines: invalid line number spec: '2-x'",
+        ":image-width: not a positive number or measure",
         ":emphasize-lines: line number spec is out of range (1-1): '1, 9'",
-        ":collapse-output: has no effect with :hide-output:",
+        ":collapse-output:, :figure-caption: have no effect with :hide-output:",
     ):
         line = next(line for line in said.splitlines() if message in line)
         assert re.search(r"bad\.rst:\d+: WARNING: live-cell: ", line) and "[livecells.config]" in line, line
@@ -148,7 +206,7 @@ def test_bad_values_are_located_warnings_and_the_cell_still_runs(site):
     assert numbered_lines(still) == (["1"], [])
     assert numbered_lines(cell_with(bad, "one line")) == ([], ['print("one line")'])
     hidden = cell_with(bad, '"hidden"')
-    assert hidden.select("details, .livecells-output") == []
+    assert hidden.select("figure, details, .livecells-output") == []
 
 
 def test_display_options_do_not_run_a_page_again(tmp_path, rootdir):
@@ -163,12 +221,45 @@ def test_display_options_do_not_run_a_page_again(tmp_path, rootdir):
     assert kernels.take() == [("index", "alpha"), ("index", "beta")]
     text = index.read_text()
     # Every display option off, changed or added; the code and the options that run stay.
-    changed = re.sub(r"   :(linenos|code-below|collapse-code|collapse-output|emphasize-lines|lineno-start):.*\n", "", text)
+    changed = re.sub(r"   :(linenos|code-below|collapse-code|collapse-output|emphasize-lines|image-[a-z]+|"
+                     r"figure-[a-z]+|lineno-start):.*\n", "", text)
     changed = changed.replace(".. live-cell:: alpha\n", ".. live-cell:: alpha\n   :linenos:\n   :collapse-code:\n")
     assert changed != text
     index.write_text(changed)
     _, warnings = build_site(src, kernels=kernels)
     assert kernels.take() == []  # nothing ran again
     page = built_page(Path(src / "_build" / "html" / "index.html"))
-    assert "tabbed alpha" in page.get_text() and page.select("span.linenos") != []
+    assert "tabbed alpha" in page.get_text() and page.select("figure") == [] and page.select("span.linenos") != []
     assert len(page.select("details.livecells-collapsed-code")) == 2  # the two alpha-only cells
+
+
+def test_a_figure_printed_for_each_framework_in_latex_is_numbered_once(tmp_path, rootdir):
+    """With every framework printed, a figure's second copy holds its caption unnumbered:
+    LaTeX would number a second float anew."""
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-display", src)
+    app, warnings = build_site(src, "latex", kernels=FakeKernels(), confoverrides={"livecells_latex_framework": "all"})
+    tex = (Path(app.outdir) / "projectnamenotset.tex").read_text(encoding="utf-8")
+    assert tex.count(r"\caption{One \sphinxstylestrong{dot}") == 1
+    assert tex.count(r"\label{\detokenize{index:fig-dot}}") == 1
+    second = tex[tex.index(r"\label{\detokenize{index:fig-dot}}"):]
+    second = second[: second.index("a table, say")]
+    assert r"\subsubsection*{Beta}" in second  # the copy, under its framework's label
+    assert "livecells-output-figure" in second and "\\sphinxAtStartPar\nOne \\sphinxstylestrong{dot}" in second
+    assert r"\begin{figure}" not in second and "fig-dot" not in second.partition("\n")[2]
+
+
+def test_image_options_reach_a_recorded_figure_too(tmp_path):
+    """A cell that does not run shows its recorded figure (d2lbook's ``output_*`` file) sized."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text('extensions = ["livecells"]\nlivecells_execute = "off"\n')
+    (src / "output_index_1_0.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>')
+    (src / "index.rst").write_text(
+        "Recorded\n========\n\n.. live-cell:: pytorch\n   :image-width: 50px\n   :image-alt: a recorded plot\n\n"
+        "   plot()\n\n.. figure:: output_index_1_0.svg\n"
+    )
+    app, warnings = build_site(src)
+    assert "WARNING" not in warnings, warnings
+    image = built_page(Path(app.outdir) / "index.html").select_one("div.livecells-recorded img")
+    assert image["alt"] == "a recorded plot" and image["style"].replace(" ", "") == "width:50px;"

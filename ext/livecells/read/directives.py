@@ -118,8 +118,10 @@ class LiveCellDirective(SphinxDirective):
             warn_config(self.get_location(), "live-cell: the cell has no code")
         # Seen frameworks are kept in order, without duplicates.
         frameworks = list(dict.fromkeys(n for n in names if n == ALL or n in known))
-        display = display_attributes(self, code, warn_config)
+        display, display_children = display_attributes(self, code, warn_config)
         cell = live_cell(
+            "",
+            *display_children,
             code=code,
             frameworks=frameworks,
             unknown=unknown,

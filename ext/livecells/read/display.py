@@ -1,9 +1,11 @@
 """Read stage: the ``live-cell`` options that change how a cell is shown, never what runs.
 
 Line numbers and emphasised lines (as Sphinx's ``code-block``), code below its output (as
-jupyter-sphinx's ``:code-below:``), collapsed code or output. They become attributes of the
-``live_cell`` node; the cell's plan, and so its session key, never sees them. A bad value is a
-located warning and is left out: the cell still runs and shows.
+jupyter-sphinx's ``:code-below:``), collapsed code or output, the size and alt text of an output
+image, and the cell's output as a numbered figure. They become attributes of the ``live_cell``
+node (and, for a figure, a ``figure`` child that carries its caption and label from reading on,
+so that Sphinx numbers it and ``:numref:`` finds it); the cell's plan, and so its session key,
+never sees them. A bad value is a located warning and is left out: the cell still runs and shows.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from docutils import nodes
 from docutils.parsers.rst import directives
 
 #: The options, all read as text here and checked in :func:`display_attributes`.
@@ -21,11 +24,24 @@ DISPLAY_OPTIONS: dict[str, Callable[[str | None], Any]] = {
     "code-below": directives.flag,
     "collapse-code": directives.unchanged,
     "collapse-output": directives.unchanged,
+    "image-width": directives.unchanged_required,
+    "image-height": directives.unchanged_required,
+    "image-alt": directives.unchanged_required,
+    "figure-caption": directives.unchanged_required,
+    "figure-name": directives.unchanged_required,
 }
 
 #: What an option that shapes the code, or the output, means nothing without.
 _CODE_OPTIONS = ("linenos", "lineno-start", "emphasize-lines", "code-below", "collapse-code")
-_OUTPUT_OPTIONS = ("collapse-output",)
+_OUTPUT_OPTIONS = ("collapse-output", "image-width", "image-height", "image-alt", "figure-caption", "figure-name")
+
+#: Image options: the image node's attribute, and docutils' check of the value (the image
+#: directive's own).
+_IMAGE = {
+    "image-width": ("width", directives.length_or_percentage_or_unitless),
+    "image-height": ("height", directives.length_or_unitless),
+    "image-alt": ("alt", directives.unchanged_required),
+}
 
 Warn = Callable[..., None]
 
@@ -53,9 +69,9 @@ def parse_line_spec(spec: str, total: int) -> list[int]:
     return found
 
 
-def display_attributes(directive: Any, code: str, warn: Warn) -> dict[str, Any]:
-    """The ``live_cell`` attributes of a directive's display options. ``warn(location, message,
-    *args)`` says what was left out."""
+def display_attributes(directive: Any, code: str, warn: Warn) -> tuple[dict[str, Any], list[nodes.Node]]:
+    """The ``live_cell`` attributes of a directive's display options, and the children they add
+    (a figure placeholder). ``warn(location, message, *args)`` says what was left out."""
     options = directive.options
     where = directive.get_location()
     attributes: dict[str, Any] = {
@@ -77,7 +93,18 @@ def display_attributes(directive: Any, code: str, warn: Warn) -> dict[str, Any]:
                  options["lineno-start"])
     if "emphasize-lines" in options:
         attributes["emphasize"] = _emphasized(options["emphasize-lines"], code, where, warn)
-    return attributes
+    image: dict[str, str] = {}
+    for name, (attribute, check) in _IMAGE.items():
+        if name in options:
+            try:
+                image[attribute] = check(options[name])
+            except ValueError as err:
+                warn(where, "live-cell: :%s: %s; left out", name, " ".join(str(err).split()))
+    attributes["image"] = image
+    children: list[nodes.Node] = []
+    if ("figure-caption" in options or "figure-name" in options) and "hide-output" not in options:
+        children.append(_figure(directive, options))
+    return attributes, children
 
 
 def _summary(options: dict[str, Any], name: str) -> str | None:
@@ -98,3 +125,22 @@ def _emphasized(spec: str, code: str, where: Any, warn: Warn) -> list[int]:
     if any(not 0 <= i < total for i in lines):
         warn(where, "live-cell: :emphasize-lines: line number spec is out of range (1-%d): %r", total, spec)
     return sorted({i + 1 for i in lines if 0 <= i < total})
+
+
+def _figure(directive: Any, options: dict[str, Any]) -> nodes.figure:
+    """The figure that will hold the cell's output: its caption (inline markup of the page's own
+    syntax, RST or MyST) and its label, registered now, as the ``figure`` directive does."""
+    figure = nodes.figure(classes=["livecells-output-figure"])
+    directive.set_source_info(figure)
+    caption_text = options.get("figure-caption")
+    if caption_text:
+        # Markup errors in it are reported where they are parsed; the nodes need not stay.
+        inline, _messages = directive.state.inline_text(caption_text, directive.lineno)
+        caption = nodes.caption(caption_text, "", *inline)
+        directive.set_source_info(caption)
+        figure += caption
+    if options.get("figure-name"):
+        name = nodes.fully_normalize_name(options["figure-name"])
+        figure["names"].append(name)
+        directive.state.document.note_explicit_target(figure, figure)
+    return figure

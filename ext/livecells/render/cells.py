@@ -29,7 +29,15 @@ from livecells.model.records import CellRecord, SessionRecord, outcome_of
 from livecells.model.vocabulary import CellStatus, Origin
 from livecells.read.collect import plans
 from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_settings, live_text
-from livecells.render.display import code_block, collapsed, place_code_below, setup_display
+from livecells.render.display import (
+    code_block,
+    collapsed,
+    figure_number,
+    output_figure,
+    place_code_below,
+    setup_display,
+    sized_images,
+)
 from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
@@ -195,8 +203,11 @@ class RenderLiveCells(SphinxPostTransform):
             box.extend(collapsed([code_block(cell)], cell.get("collapse_code"), "code", self.format))
         return box
 
-    def _shown_outputs(self, cell: live_cell, shown: list[nodes.Node]) -> list[nodes.Node]:
-        """A cell's outputs as its display options ask: collapsed."""
+    def _shown_outputs(self, cell: live_cell, shown: list[nodes.Node], framework: str) -> list[nodes.Node]:
+        """A cell's outputs as its display options ask: images sized, in a figure, collapsed."""
+        sized_images(shown, cell)
+        number = figure_number(self.env, self.docname, cell, self.config)
+        shown = output_figure(cell, shown, self.format, number, framework)
         return collapsed(shown, cell.get("collapse_output"), "output", self.format)
 
     def _render_cell(self, cell: live_cell, framework: str, described: set[str]) -> list[nodes.Node]:
@@ -206,7 +217,7 @@ class RenderLiveCells(SphinxPostTransform):
             cell["ids"] = []
         shown = self.shown.get((cell["index"], framework), Shown(Origin.RECORDED))
         if not cell["hide_output"]:
-            box.extend(self._shown_outputs(cell, self._fit_recorded(self._outputs(cell, shown, framework))))
+            box.extend(self._shown_outputs(cell, self._fit_recorded(self._outputs(cell, shown, framework)), framework))
         if cell.get("code_below"):
             place_code_below(box)
         line = self._timing_line(cell, shown, framework, described)
@@ -225,14 +236,14 @@ class RenderLiveCells(SphinxPostTransform):
             if len(set(signatures.values())) <= 1 or self.format == "latex":
                 first = frameworks[0] if frameworks else ""
                 outputs = self._fit_recorded(self._outputs(cell, shown.get(first, Shown(Origin.RECORDED)), first))
-                box.extend(self._shown_outputs(cell, outputs))
+                box.extend(self._shown_outputs(cell, outputs, first))
             else:
                 # The frameworks disagree: show each one's output, in synced tabs.
                 tab_set = _tab_set()
                 for framework in frameworks:
                     outputs = self._fit_recorded(self._outputs(cell, shown[framework], framework))
                     tab_set += self._tab_item(framework, outputs)
-                box.extend(self._shown_outputs(cell, [tab_set]))
+                box.extend(self._shown_outputs(cell, [tab_set], ALL))
         if cell.get("code_below"):
             place_code_below(box)
         described: set[str] = set()  # an `all` cell is a group of its own

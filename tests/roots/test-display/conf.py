@@ -1,7 +1,9 @@
-# The display options of live-cell (line numbers, emphasis, code below, collapsed parts) in RST
-# and MyST pages, tabs and `all` cells; two light frameworks, run by tests/helpers.FakeKernels.
+# The display options of live-cell (line numbers, emphasis, code below, collapsed parts, image
+# size and alt text, output figures) in RST and MyST pages, tabs and `all` cells; two light
+# frameworks, run by tests/helpers.FakeKernels.
 extensions = ["myst_parser", "livecells"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+numfig = True
 livecells_frameworks = {
     "alpha": {"label": "Alpha", "kernel": "python3", "preload": []},
     "beta": {"label": "Beta", "kernel": "python3", "preload": []},
