@@ -129,6 +129,7 @@ def test_image_size_and_alt_text(site):
     md = page(site, "md")
     assert md.select_one("img.livecells-image")["alt"] == "MyST dot"
     assert md.select_one("img.livecells-image")["style"].replace(" ", "") == "width:50%;"
+    assert md.select_one("img.livecells-image")["class"] == ["livecells-image", "shadow", "framed"]
 
 
 def test_an_output_is_a_numbered_figure_that_numref_finds(site):
@@ -194,6 +195,7 @@ def test_bad_values_are_located_warnings_and_the_cell_still_runs(site):
         ":lineno-start: must be a whole number, not 'soon'",
         ":emphasize-lines: invalid line number spec: '2-x'",
         ":image-width: not a positive number or measure",
+        ':image-class: cannot make "!!!" into a class name; left out',
         ":emphasize-lines: line number spec is out of range (1-1): '1, 9'",
         ":collapse-output:, :figure-caption: have no effect with :hide-output:",
     ):
@@ -263,3 +265,21 @@ def test_image_options_reach_a_recorded_figure_too(tmp_path):
     assert "WARNING" not in warnings, warnings
     image = built_page(Path(app.outdir) / "index.html").select_one("div.livecells-recorded img")
     assert image["alt"] == "a recorded plot" and image["style"].replace(" ", "") == "width:50px;"
+
+
+def test_a_sized_svg_kept_in_the_page_links_nowhere(tmp_path, rootdir):
+    """With HTML from cells off, an SVG output is a data: URI in the page (outputs.py): sized, it
+    gets no link to itself, which would open it as a page."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-display" / "conf.py", src / "conf.py")
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><rect width="4" height="4"/></svg>'
+    (src / "index.rst").write_text(
+        "SVG\n===\n\n.. live-cell:: alpha\n   :image-width: 40px\n\n"
+        f"   display({{'image/svg+xml': {svg!r}}}, raw=True)\n"
+    )
+    app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={"livecells_allow_html": False})
+    assert "WARNING" not in warnings, warnings
+    image = built_page(Path(app.outdir) / "index.html").select_one("img.livecells-image")
+    assert image["src"].startswith("data:image/svg+xml;base64,") and image["style"].replace(" ", "") == "width:40px;"
+    assert image.find_parent("a") is None

@@ -27,13 +27,16 @@ DISPLAY_OPTIONS: dict[str, Callable[[str | None], Any]] = {
     "image-width": directives.unchanged_required,
     "image-height": directives.unchanged_required,
     "image-alt": directives.unchanged_required,
+    "image-class": directives.unchanged_required,
     "figure-caption": directives.unchanged_required,
     "figure-name": directives.unchanged_required,
 }
 
 #: What an option that shapes the code, or the output, means nothing without.
 _CODE_OPTIONS = ("linenos", "lineno-start", "emphasize-lines", "code-below", "collapse-code")
-_OUTPUT_OPTIONS = ("collapse-output", "image-width", "image-height", "image-alt", "figure-caption", "figure-name")
+_OUTPUT_OPTIONS = (
+    "collapse-output", "image-width", "image-height", "image-alt", "image-class", "figure-caption", "figure-name"
+)
 
 #: Image options: the image node's attribute, and docutils' check of the value (the image
 #: directive's own).
@@ -41,6 +44,7 @@ _IMAGE = {
     "image-width": ("width", directives.length_or_percentage_or_unitless),
     "image-height": ("height", directives.length_or_unitless),
     "image-alt": ("alt", directives.unchanged_required),
+    "image-class": ("classes", directives.class_option),
 }
 
 Warn = Callable[..., None]
@@ -93,7 +97,7 @@ def display_attributes(directive: Any, code: str, warn: Warn) -> tuple[dict[str,
                  options["lineno-start"])
     if "emphasize-lines" in options:
         attributes["emphasize"] = _emphasized(options["emphasize-lines"], code, where, warn)
-    image: dict[str, str] = {}
+    image: dict[str, Any] = {}
     for name, (attribute, check) in _IMAGE.items():
         if name in options:
             try:

@@ -90,7 +90,10 @@ def sized_images(shown: Sequence[nodes.Node], cell: live_cell) -> None:
         for image in node.findall(nodes.image):
             if "livecells-image" in image["classes"]:
                 for name, value in options.items():
-                    image[name] = value
+                    if name == "classes":
+                        image["classes"] = [*image["classes"], *value]
+                    else:
+                        image[name] = value
                 if image["uri"].startswith("data:"):
                     # Sphinx links a sized image to its file; this one is no file (an SVG that
                     # must never be opened as a page: outputs.py), so no link.
