@@ -315,6 +315,7 @@ BAD_VALUES = {
     "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
                       [("*", "text/plain", "1")], [["", "text/plain", 1]]],
     "env_drop": [3, [1], [""], None, {"A": 1}],
+    "image_options": [3, None, "80%", {"width": "wide"}, {"scale": 50}, {"classes": "!!!"}],
 }
 
 
@@ -387,6 +388,7 @@ BAD_OVERRIDES = {
     "frameworks": "x", "execute": "nope", "device": "cuda", "timeout": "abc", "jobs": "0",
     "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
     "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
+    "image_options": "width=80%",
 }  # fmt: skip
 
 

@@ -283,3 +283,28 @@ def test_a_sized_svg_kept_in_the_page_links_nowhere(tmp_path, rootdir):
     image = built_page(Path(app.outdir) / "index.html").select_one("img.livecells-image")
     assert image["src"].startswith("data:image/svg+xml;base64,") and image["style"].replace(" ", "") == "width:40px;"
     assert image.find_parent("a") is None
+
+
+def test_the_book_sets_every_image_and_a_cell_overrides_it(tmp_path, rootdir):
+    """livecells_image_options (MyST-NB's nb_render_image_options): a bad entry is a warning and
+    left out, the rest reach every output image that its cell's :image-*: options do not set."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-display" / "conf.py", src / "conf.py")
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    show = f"   import base64\n   from IPython.display import Image\n   Image(data=base64.b64decode({png!r}))\n"
+    (src / "index.rst").write_text(
+        f"Images\n======\n\n.. live-cell:: alpha\n\n{show}\n"
+        f".. live-cell:: alpha\n   :image-width: 10px\n   :image-alt: its own\n\n{show}"
+    )
+    options = {"width": "77px", "alt": "a <plot>", "classes": ["wide"], "height": "tall", "scale": 50}
+    app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={"livecells_image_options": options})
+    said = [line for line in warnings.splitlines() if "WARNING" in line]
+    assert said == [
+        'WARNING: livecells_image_options: height: "tall" is no valid measure; that entry is ignored [livecells.config]',
+        "WARNING: livecells_image_options: 'scale': not one of width, height, alt, classes; that entry is ignored "
+        "[livecells.config]",
+    ], said
+    first, second = built_page(Path(app.outdir) / "index.html").select("img.livecells-image")
+    assert (first["alt"], first["style"].replace(" ", ""), first["class"]) == ("a <plot>", "width:77px;", ["livecells-image", "wide"])
+    assert (second["alt"], second["style"].replace(" ", ""), second["class"]) == ("its own", "width:10px;", ["livecells-image", "wide"])

@@ -16,6 +16,8 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import directives
 
+from livecells.config import IMAGE_CHECKS
+
 #: The options, all read as text here and checked in :func:`display_attributes`.
 DISPLAY_OPTIONS: dict[str, Callable[[str | None], Any]] = {
     "linenos": directives.flag,
@@ -38,14 +40,8 @@ _OUTPUT_OPTIONS = (
     "collapse-output", "image-width", "image-height", "image-alt", "image-class", "figure-caption", "figure-name"
 )
 
-#: Image options: the image node's attribute, and docutils' check of the value (the image
-#: directive's own).
-_IMAGE = {
-    "image-width": ("width", directives.length_or_percentage_or_unitless),
-    "image-height": ("height", directives.length_or_unitless),
-    "image-alt": ("alt", directives.unchanged_required),
-    "image-class": ("classes", directives.class_option),
-}
+#: Image options: the image node's attribute, whose check is the image directive's own.
+_IMAGE = {"image-width": "width", "image-height": "height", "image-alt": "alt", "image-class": "classes"}
 
 Warn = Callable[..., None]
 
@@ -98,12 +94,12 @@ def display_attributes(directive: Any, code: str, warn: Warn) -> tuple[dict[str,
     if "emphasize-lines" in options:
         attributes["emphasize"] = _emphasized(options["emphasize-lines"], code, where, warn)
     image: dict[str, Any] = {}
-    for name, (attribute, check) in _IMAGE.items():
+    for name, attribute in _IMAGE.items():
         if name in options:
             try:
-                image[attribute] = check(options[name])
+                image[attribute] = IMAGE_CHECKS[attribute](options[name])
             except ValueError as err:
-                warn(where, "live-cell: :%s: %s; left out", name, " ".join(str(err).split()))
+                warn(where, "live-cell: :%s: %s; left out", name, " ".join(str(err).split()).rstrip("."))
     attributes["image"] = image
     children: list[nodes.Node] = []
     if ("figure-caption" in options or "figure-name" in options) and "hide-output" not in options:

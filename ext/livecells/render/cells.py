@@ -205,7 +205,7 @@ class RenderLiveCells(SphinxPostTransform):
 
     def _shown_outputs(self, cell: live_cell, shown: list[nodes.Node], framework: str) -> list[nodes.Node]:
         """A cell's outputs as its display options ask: images sized, in a figure, collapsed."""
-        sized_images(shown, cell)
+        sized_images(shown, cell, self.config_.image_options)
         number = figure_number(self.env, self.docname, cell, self.config)
         shown = output_figure(cell, shown, self.format, number, framework)
         return collapsed(shown, cell.get("collapse_output"), "output", self.format)

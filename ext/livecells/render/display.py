@@ -78,10 +78,10 @@ def _is_code(node: nodes.Node) -> bool:
     return isinstance(node, livecells_details) and "livecells-collapsed-code" in node["classes"]
 
 
-def sized_images(shown: Sequence[nodes.Node], cell: live_cell) -> None:
-    """The cell's ``:image-*:`` options on its output images (live or recorded; not images
-    inside its Markdown outputs)."""
-    options = cell.get("image") or {}
+def sized_images(shown: Sequence[nodes.Node], cell: live_cell, defaults: dict[str, Any]) -> None:
+    """The cell's ``:image-*:`` options, over the book's ``defaults`` (livecells_image_options),
+    on its output images (live or recorded; not images inside its Markdown outputs)."""
+    options = {**defaults, **(cell.get("image") or {})}
     if not options:
         return
     for node in shown:
