@@ -317,6 +317,7 @@ BAD_VALUES = {
     "env_drop": [3, [1], [""], None, {"A": 1}],
     "launch": [3, None, "https://x.org/{path}", ["https://x.org/{path}"], {"colab": "javascript:x"},
                {"colab": {"pytorch": 3}}, {"colab": {}}, {"": "https://x.org/{path}"}, {"x": "https://x.org/{p}"}],
+    "image_options": [3, None, "80%", {"width": "wide"}, {"scale": 50}, {"classes": "!!!"}],
 }
 
 
@@ -390,6 +391,7 @@ BAD_OVERRIDES = {
     "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
     "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
     "launch": "https://x.org/{path}",
+    "image_options": "width=80%",
 }  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -189,6 +190,36 @@ def _shown(value: Any) -> str:
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
+#: Options of an output image, as the image directive checks them: livecells_image_options'
+#: keys, and (named image-*) live-cell options.
+IMAGE_CHECKS: dict[str, Callable[[str], Any]] = {
+    "width": directives.length_or_percentage_or_unitless,
+    "height": directives.length_or_unitless,
+    "alt": directives.unchanged_required,
+    "classes": directives.class_option,
+}
+
+
+def _image_options(value: Any) -> dict[str, Any]:
+    """Default options of every output image (``IMAGE_CHECKS``'s keys), checked one by one."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"must be a dict with any of {', '.join(IMAGE_CHECKS)}")
+    kept: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, item in value.items():
+        if key not in IMAGE_CHECKS:
+            problems.append(f"{_shown(key)}: not one of {', '.join(IMAGE_CHECKS)}")
+            continue
+        text = " ".join(map(str, item)) if isinstance(item, (list, tuple)) else str(item)
+        try:
+            kept[key] = IMAGE_CHECKS[key](text)
+        except ValueError as err:
+            problems.append(f"{key}: {' '.join(str(err).split()).rstrip('.')}")
+    if problems:
+        raise EntriesDropped(kept, problems)
+    return kept
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError("must be True or False")
@@ -309,6 +340,16 @@ class LivecellsConfig:
             "list of (str, str, int | None)",
         ),
     )
+    image_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_meta(
+            "Options of every output image (width, height, alt, classes), as MyST-NB's "
+            "nb_render_image_options; a cell's :image-*: options win; a bad entry is dropped.",
+            _image_options,
+            "dict",
+            rebuild="html",
+        ),
+    )
     depends: tuple[str, ...] = field(
         default=(),
         metadata=_meta(
@@ -366,6 +407,8 @@ def raw_default(name: str) -> Any:
         return {}
     if name == "env_drop":
         return list(DEFAULT_ENV_DROP)
+    if name == "image_options":
+        return {}
     f = CONFIG_FIELDS[name]
     return str(f.default) if isinstance(f.default, Vocabulary) else f.default
 
@@ -380,6 +423,8 @@ def _raw_used(name: str, used: LivecellsConfig) -> Any:
         return list(getattr(used, name))
     if name == "launch":
         return {target.name: target.raw() for target in used.launch}
+    if name == "image_options":
+        return dict(used.image_options)
     return raw_default(name)
 
 

@@ -26,6 +26,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
 from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.read.display import DISPLAY_OPTIONS, display_attributes
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class LiveCellDirective(SphinxDirective):
         "no-timing": directives.flag,
         "name": directives.unchanged_required,
         "class": directives.class_option,
+        **DISPLAY_OPTIONS,  # how the cell is shown, never what runs (read/display.py)
     }
 
     def run(self) -> list[nodes.Node]:
@@ -116,7 +118,10 @@ class LiveCellDirective(SphinxDirective):
             warn_config(self.get_location(), "live-cell: the cell has no code")
         # Seen frameworks are kept in order, without duplicates.
         frameworks = list(dict.fromkeys(n for n in names if n == ALL or n in known))
+        display, display_children = display_attributes(self, code, warn_config)
         cell = live_cell(
+            "",
+            *display_children,
             code=code,
             frameworks=frameworks,
             unknown=unknown,
@@ -129,6 +134,7 @@ class LiveCellDirective(SphinxDirective):
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
             classes=self.options.get("class", []),
+            **display,
         )
         self.set_source_info(cell)
         self.add_name(cell)
