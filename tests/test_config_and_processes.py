@@ -315,6 +315,9 @@ BAD_VALUES = {
     "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
                       [("*", "text/plain", "1")], [["", "text/plain", 1]]],
     "env_drop": [3, [1], [""], None, {"A": 1}],
+    "launch": [3, None, "https://x.org/{path}", ["https://x.org/{path}"], {"colab": "javascript:x"},
+               {"colab": {"pytorch": 3}}, {"colab": {}}, {"": "https://x.org/{path}"}, {"x": "https://x.org/{p}"}],
+    "image_options": [3, None, "80%", {"width": "wide"}, {"scale": 50}, {"classes": "!!!"}],
 }
 
 
@@ -387,6 +390,8 @@ BAD_OVERRIDES = {
     "frameworks": "x", "execute": "nope", "device": "cuda", "timeout": "abc", "jobs": "0",
     "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
     "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
+    "launch": "https://x.org/{path}",
+    "image_options": "width=80%",
 }  # fmt: skip
 
 
@@ -488,7 +493,7 @@ def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphi
 
 @pytest.mark.kernel
 def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
-    from livecells.execute.forkserver import MARKER
+    from livecells.execute.forked import MARKER
 
     monkeypatch.setenv("MY_SECRET", "s3")
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_x")

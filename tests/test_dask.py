@@ -29,7 +29,7 @@ from livecells.execute.dask.cluster import check_executor  # noqa: E402
 from livecells.execute.dask.scheduler import DaskScheduler  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
 from livecells.execute.executors import ExecutorProblem  # noqa: E402
-from livecells.execute.forkserver import MARKER  # noqa: E402
+from livecells.execute.forked import MARKER  # noqa: E402
 from livecells.execute.scheduler import SessionJob  # noqa: E402
 from livecells.execute.worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402

@@ -624,7 +624,7 @@ def test_ansi_and_controls_are_removed_for_every_builder():
         assert "<script" not in html
     assert strip_ansi("a\tb\nc") == "a\tb\nc"
     assert ansi_to_html("\x1b[31mred\x1b[0m") == '<span class="ansi-red-fg">red</span>'
-    assert ansi_to_html("\x1b[1;38:5:1mx") == '<span class="ansi-bold">x</span>'
+    assert ansi_to_html("\x1b[1;38:5:1mx") == '<span class="ansi-bold ansi-red-fg">x</span>'
     assert strip_controls("a\x00b\x85c\u2028d") == "abc\u2028d"
 
 

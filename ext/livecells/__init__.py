@@ -33,6 +33,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     from livecells.read.nodes import setup_nodes
     from livecells.render.cells import setup_render
     from livecells.render.latex import setup_latex
+    from livecells.render.launch import setup_launch
     from livecells.render.notebooks import setup_notebooks
     from livecells.render.report import setup_report
 
@@ -45,6 +46,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_pipeline(app)
     setup_render(app)
     setup_notebooks(app)
+    setup_launch(app)
     setup_report(app)
     setup_latex(app)
     app.connect("builder-inited", _add_static_path)

@@ -18,7 +18,7 @@ from typing import Any
 
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
-from sphinx.errors import ConfigError, ExtensionError
+from sphinx.errors import ConfigError
 from sphinx.util import logging
 
 from livecells.config import LivecellsConfig, get_config
@@ -124,12 +124,16 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     write_summary(folder, list(outcome.sessions.values()), totals, outcome.unknown, report_sections(outcome))
     write_chart(folder, outcome)
     if exception is None and config.raise_on_error and outcome.failures():
+        # A failed verdict is the book's problem, not a crash: an error line and a non-zero exit
+        # status (as sphinx.ext.doctest does), without the traceback and "report this to
+        # Sphinx" that an exception from an event handler gets.
         counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
-        raise ExtensionError(
+        logger.error(
             f"livecells: the pages show {errors} cell error(s), {counted}and {outcome.failed} "
             "session(s) failed (livecells_raise_on_error = True); see the warnings above and "
             f"{Path(app.outdir) / '_livecells' / 'report.txt'}"
         )
+        app.statuscode = 1
 
 
 LIVE_CELL = re.compile(r"^\s*\.\. live-cell::\s*(.+)$", re.MULTILINE)

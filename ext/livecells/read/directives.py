@@ -27,6 +27,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
 from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.read.display import DISPLAY_OPTIONS, display_attributes
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class LiveCellDirective(SphinxDirective):
         "repeat": _count(1),
         "warmup": _count(0),
         "timings": lambda argument: directives.choice(argument, ("all-devices",)),
+        **DISPLAY_OPTIONS,  # how the cell is shown, never what runs (read/display.py)
     }
 
     def run(self) -> list[nodes.Node]:
@@ -130,7 +132,10 @@ class LiveCellDirective(SphinxDirective):
             warn_config(self.get_location(), "live-cell: the cell has no code")
         # Seen frameworks are kept in order, without duplicates.
         frameworks = list(dict.fromkeys(n for n in names if n == ALL or n in known))
+        display, display_children = display_attributes(self, code, warn_config)
         cell = live_cell(
+            "",
+            *display_children,
             code=code,
             frameworks=frameworks,
             unknown=unknown,
@@ -146,6 +151,7 @@ class LiveCellDirective(SphinxDirective):
             repeat=self.options.get("repeat", config.repeat),
             warmup=self.options.get("warmup", config.warmup),
             all_devices="timings" in self.options,
+            **display,
         )
         self.set_source_info(cell)
         self.add_name(cell)

@@ -26,6 +26,7 @@ from livecells.model.records import CellRecord, SessionRecord
 from livecells.model.vocabulary import CellStatus
 from livecells.read.collect import plans
 from livecells.read.nodes import live_cell, live_recorded, live_settings, live_text
+from livecells.render.launch import launch_nodes
 from livecells.render.outputs import page_url
 from livecells.render.results import Matched
 
@@ -100,6 +101,7 @@ def download_links(
             para += nodes.Text(" · ")
         uri = page_url(app.builder, docname, notebook_path(docname, spec.name))
         para += nodes.reference(spec.label, spec.label, refuri=uri, classes=["livecells-download"])
+        para += launch_nodes(app, docname, spec.name, notebook_path(docname, spec.name))
     return para if len(para) > 1 else None
 
 

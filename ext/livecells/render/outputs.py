@@ -28,7 +28,7 @@ from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.nodes import live_cell
-from livecells.render.ansi import ansi_to_html
+from livecells.render.ansi import ansi_to_html, ansi_to_latex, has_colours
 from livecells.render.markup import (
     MATHJAX_PROCESS,
     UnsafeMath,
@@ -166,6 +166,18 @@ class Outputs:
                 f'<div class="{names}"><div class="highlight"><pre>{lead}{ansi_to_html(text)}</pre></div></div>\n'
             )
             return nodes.raw("", markup, format="html")
+        if self.format == "latex" and has_colours(text):
+            # Coloured text as Sphinx's verbatim with xcolor commands, in the output cells' style
+            # (which render.latex gives the literal blocks).
+            body = ansi_to_latex(text[:-1] if text.endswith("\n") else text)
+            return nodes.raw(
+                "",
+                "\n\\begingroup\\livecellsstyleoutputcell\n"
+                "\\begin{sphinxVerbatim}[commandchars=\\\\\\{\\}]\n"
+                f"{body}\n\\end{{sphinxVerbatim}}\n\\endgroup\n",
+                format="latex",
+                classes=["output", "livecells-output", *classes],
+            )
         plain = strip_ansi(text)
         return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 
