@@ -25,7 +25,7 @@ from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
 from livecells.model.records import RENDER_WARNED, outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
-from livecells.pipeline.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
+from livecells.pipeline.run import Run, build_state, excluded, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.pipeline.summary import write_summary
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
@@ -151,7 +151,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         except (OSError, UnicodeDecodeError):
             continue
         names = {n.strip() for arg in LIVE_CELL.findall(text) for n in arg.replace(" ", ",").split(",")}
-        if not names:
+        if not names or excluded(app, docname):
             continue
         stored = store.path(docname)
         if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
