@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import textwrap
 from pathlib import Path
 
@@ -130,12 +131,12 @@ def test_stderr_levels_are_logged_at_the_cell(tmp_path, fake, mode, level, shown
 
 
 def test_stderr_error_fails_the_summary_and_a_stored_build_again(tmp_path, fake):
-    src = make_site(tmp_path / "site", 'livecells_stderr = "error"\n')
+    src = make_site(tmp_path / "site", 'livecells_stderr = "error"\nlivecells_summary_dir = "../report"\n')
     build(src, fake)
-    outcome, warnings, app = build(src, fake)  # from the store: the same verdict
+    outcome, warnings, _ = build(src, fake)  # from the store: the same verdict
     assert fake.take() == [("index", "alpha"), ("other", "alpha")]  # the first build only
     assert "ERROR: live-cell [alpha]: wrote to stderr: NOISY-ERR (stored result from" in warnings
-    summary = json.loads((Path(app.outdir) / "_livecells" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert summary["totals"]["unexpected_errors"] == 2
 
 
@@ -175,11 +176,11 @@ def test_show_tb_follows_the_warning_with_the_traceback(tmp_path, fake):
 def test_bad_values_are_located_at_conf_py_and_fall_back(tmp_path, fake):
     conf = (
         'livecells_stderr = "loud"\nlivecells_allow_errors = "yes"\nlivecells_show_tb = 1\n'
-        "livecells_execute_exclude = [3, 'other']\n"
+        "livecells_execute_exclude = [3, 'other']\nlivecells_show_host = None\nlivecells_summary_dir = 7\n"
     )
     src = make_site(tmp_path / "site", conf)
     outcome, warnings, app = build(src, fake)
-    for name in ("stderr", "allow_errors", "show_tb"):
+    for name in ("stderr", "allow_errors", "show_tb", "show_host", "summary_dir"):
         line = conf_line(src, f"livecells_{name} =")
         assert re.search(rf"conf\.py:{line}: WARNING: livecells_{name} = .*; using the default", warnings), name
     line = conf_line(src, "livecells_execute_exclude")
@@ -245,6 +246,82 @@ def test_a_bad_execute_option_is_a_located_warning(tmp_path, fake):
     assert re.search(r'other\.rst:4: ERROR: Error in "live-settings" directive:\s+invalid option value: '
                      r'\(option: "execute"; value: \'sometimes\'\)', warnings), warnings
     assert fake.take() == [("index", "alpha"), ("other", "alpha")]
+
+
+# -- builders that show no outputs ----------------------------------------------------------------
+
+
+class Watched(FakeKernels):
+    """Fake kernels that also count the build's capacity checks (a local executor's check may
+    start the frameworks' templates)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    def check(self, warm):
+        self.checks += 1
+        return super().check(warm)
+
+
+@pytest.mark.parametrize("builder", ["linkcheck", "gettext", "changes"])
+def test_builders_without_outputs_run_nothing(tmp_path, builder):
+    src = make_site(tmp_path / "site")
+    kernels = Watched()
+    app, warnings = build_site(src, builder, kernels=kernels, confoverrides={"livecells_raise_on_error": True})
+    assert kernels.take() == [] and kernels.checks == 0
+    assert "livecells" not in warnings, warnings  # no "not run" for what such a build never shows
+    assert not (Path(app.doctreedir) / "livecells-summary").exists()
+    if builder == "gettext":
+        return  # its doctrees are of another kind: an HTML build needs a folder of its own
+    app, _ = build_site(src, "html", kernels=kernels)  # the same doctrees, then an HTML build
+    assert kernels.take() == [("index", "alpha"), ("other", "alpha")] and kernels.checks == 1
+
+
+# -- the build's own files: outside the site, paths relative ---------------------------------------
+
+
+def test_summary_files_are_written_outside_the_site_with_relative_paths(tmp_path, fake):
+    src = make_site(tmp_path / "site")
+    _, _, app = build(src, fake)
+    assert not list(Path(app.outdir).rglob("summary.json")) and not list(Path(app.outdir).rglob("report.txt"))
+    folder = Path(app.doctreedir) / "livecells-summary"
+    summary = json.loads((folder / "summary.json").read_text())
+    line = next(n for n, text in enumerate(INDEX.splitlines(), 1) if "raise ValueError" in text)
+    index = next(s for s in summary["sessions"] if s["page"] == "index")
+    assert index["source"] == "index.rst" and index["problems"][0]["location"] == f"index.rst:{line}"
+    assert str(src) not in (folder / "summary.json").read_text() + (folder / "junit.xml").read_text()
+    assert "Cell In[3], line 2" in (folder / "report.txt").read_text()  # the traceback, for CI
+
+
+def test_a_summary_folder_inside_the_site_holds_no_traceback_and_no_host(tmp_path, fake):
+    src = make_site(tmp_path / "site", 'livecells_summary_dir = "_build/html/_ci"\n')
+    build(src, fake)
+    _, _, app = build(src, fake)  # from the store: junit names where it ran, when not published
+    folder = Path(app.outdir) / "_ci"
+    report, junit = (folder / "report.txt").read_text(), (folder / "junit.xml").read_text()
+    assert "ValueError: BOOM-VALUE" in report and "Cell In[3]" not in report + junit
+    assert "results from the store, made " in junit and socket.gethostname() not in junit
+    src2 = make_site(tmp_path / "site2", 'livecells_summary_dir = "../ci"\n')
+    build(src2, fake)
+    build(src2, fake)
+    assert f"on {socket.gethostname()}" in (tmp_path / "ci" / "junit.xml").read_text()
+
+
+# -- the host name --------------------------------------------------------------------------------
+
+
+def test_the_host_is_named_only_when_the_book_says(tmp_path, fake):
+    src = make_site(tmp_path / "site", other=".. live-report::\n\n" + OTHER)
+    build(src, fake)
+    _, _, app = build(src, fake)  # the stored results' lines say when and where they ran
+    host = socket.gethostname()
+    line = meta(cell_with(page(app), "CLEAN"))[0]
+    assert "stored result from" in line and host not in line
+    assert host not in page(app, "other").get_text()  # the report's table neither
+    _, _, app = build(src, fake, show_host=True)
+    assert meta(cell_with(page(app), "CLEAN"))[0].endswith(f" on {host}")
+    assert f" on {host}" in page(app, "other").select_one("table.livecells-report").get_text()
 
 
 # -- real kernels: their stderr (a file descriptor's too) and their tracebacks ---------------------

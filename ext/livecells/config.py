@@ -345,6 +345,24 @@ class LivecellsConfig:
             rebuild="",
         ),
     )
+    summary_dir: str = field(
+        default="",
+        metadata=_meta(
+            "Folder of summary.json, junit.xml and report.txt, relative to the source dir; empty: "
+            "livecells-summary in the doctree folder, outside the published site.",
+            _optional_string,
+            "str",
+            rebuild="",
+        ),
+    )
+    show_host: bool = field(
+        default=False,
+        metadata=_meta(
+            "A stored result's line names the machine it ran on.",
+            _bool,
+            "bool",
+        ),
+    )
 
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
