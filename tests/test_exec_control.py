@@ -248,6 +248,29 @@ def test_a_bad_execute_option_is_a_located_warning(tmp_path, fake):
     assert fake.take() == [("index", "alpha"), ("other", "alpha")]
 
 
+def test_a_myst_page_may_say_execute_off_and_its_stderr_mode(tmp_path, fake):
+    """The same options in MyST Markdown: ``:execute: off`` in ``{live-settings}``, ``:stderr:``
+    levels in ``{live-cell}``, their warnings located at the page's lines."""
+    src = make_site(tmp_path / "site", 'extensions = ["myst_parser", "livecells"]\n')
+    (src / "other.rst").unlink()
+    (src / "index.rst").write_text("Index\n=====\n\n.. toctree::\n\n   off\n   loud\n")
+    (src / "off.md").write_text(
+        "# Off\n\n```{live-settings}\n:execute: off\n```\n\n```{live-cell} alpha\nprint('MD-OFF')\n```\n\n"
+        "```output\nMD-RECORDED\n```\n"
+    )
+    (src / "loud.md").write_text(
+        "# Loud\n\n```{live-cell} alpha\n:stderr: remove-warn\nimport sys\nprint('MD-ERR', file=sys.stderr)\n"
+        "print('MD-OUT')\n```\n"
+    )
+    outcome, warnings, app = build(src, fake)
+    assert fake.take() == [("loud", "alpha")]
+    cell = cell_with(page(app, "off"), "MD-OFF")
+    assert "MD-RECORDED" in outputs(cell) and "live-settings say :execute: off" in meta(cell)[0]
+    assert "loud.md:3: WARNING: live-cell [alpha]: wrote to stderr: MD-ERR [livecells.stderr]" in warnings
+    assert "MD-ERR" not in outputs(cell_with(page(app, "loud"), "MD-OUT"))
+    assert "off.md" not in warnings and outcome.failures() == 0
+
+
 # -- builders that show no outputs ----------------------------------------------------------------
 
 
