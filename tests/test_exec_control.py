@@ -361,7 +361,8 @@ def test_real_kernel_stderr_error_and_show_tb(tmp_path, no_kernel_left):
     index = (
         "Real\n====\n\n.. live-cell:: alpha\n\n   import os, sys\n   os.write(2, b'FD-ERR\\n')\n\n"
         ".. live-cell:: alpha\n   :stderr: show\n\n   print('PY-ERR', file=sys.stderr)\n\n"
-        ".. live-cell:: alpha\n\n   def inner():\n       raise ValueError('REAL-BOOM')\n   inner()\n"
+        ".. live-cell:: alpha\n\n   def inner():\n       raise ValueError('REAL-BOOM')\n   inner()\n\n"
+        ".. live-cell:: alpha\n   :timeout: 1\n\n   import time\n   time.sleep(30)\n"
     )
     src = make_site(tmp_path / "site", 'livecells_stderr = "error"\nlivecells_show_tb = True\n', index, "Other\n=====\n")
     raw = StringIO()
@@ -382,5 +383,8 @@ def test_real_kernel_stderr_error_and_show_tb(tmp_path, no_kernel_left):
     # The kernel's traceback is coloured; the log's copy is not (Sphinx colours only its prefix).
     tb_part = log[log.index("Traceback (most recent call last)"):log.index("[livecells.error]")]
     assert "\x1b" not in tb_part
+    # A timeout's warning is followed by where the interrupt stopped the cell.
+    at = plain.index("[alpha]: the cell did not finish within 1 s")
+    assert "----> 2 time.sleep(30)" in plain[at:].split("[livecells.timeout]", 1)[0], plain[at:]
     outcome = app.env.livecells_outcome
-    assert outcome.session("index", "alpha").shown.failed == (0, 2) and outcome.failures() == 2
+    assert outcome.session("index", "alpha").shown.failed == (0, 2, 3) and outcome.failures() == 3

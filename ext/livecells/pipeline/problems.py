@@ -91,7 +91,8 @@ def report_session(
             message = f"{ename}: {evalue}" if evalue.strip() else ename
             problem(WarningSubtype.ERROR, cell, line, f"{tag}: {message}", traceback_text(result))
         elif status == CellStatus.TIMEOUT:
-            problem(WarningSubtype.TIMEOUT, cell, line, f"{tag}: {evalue}")
+            # Where the interrupt stopped it, when the kernel says.
+            problem(WarningSubtype.TIMEOUT, cell, line, f"{tag}: {evalue}", traceback_text(result))
         elif status == CellStatus.DIED:
             problem(WarningSubtype.CRASH, cell, line, f"{tag}: {evalue}")
         elif status == CellStatus.OK and cell.raises is not None:
