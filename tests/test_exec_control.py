@@ -110,6 +110,15 @@ def test_stderr_remove_leaves_it_out_but_a_cells_own_option_wins(tmp_path, fake)
     assert "[livecells.stderr]" not in warnings and outcome.failures() == 1  # the ValueError alone
 
 
+def test_changing_the_stderr_policy_rewrites_the_pages_and_runs_nothing(tmp_path, fake):
+    src = make_site(tmp_path / "site")
+    _, _, app = build(src, fake)
+    assert "NOISY-ERR" in outputs(cell_with(page(app), "QUIET-OUT")) and fake.take()
+    _, warnings, app = build(src, fake, stderr="remove-warn")
+    assert "NOISY-ERR" not in outputs(cell_with(page(app), "QUIET-OUT")) and fake.take() == []
+    assert "wrote to stderr: NOISY-ERR (stored result from" in warnings
+
+
 @pytest.mark.parametrize(
     ("mode", "level", "shown"),
     [("warn", "WARNING", True), ("remove-warn", "WARNING", False), ("error", "ERROR", True), ("severe", "CRITICAL", True)],
@@ -187,6 +196,18 @@ def test_bad_values_are_located_at_conf_py_and_fall_back(tmp_path, fake):
     assert f"conf.py:{line}: WARNING: livecells_execute_exclude: entry 1 3: not a non-empty string" in warnings
     assert "NOISY-ERR" in outputs(cell_with(page(app), "QUIET-OUT"))  # stderr: show
     assert ("other", "alpha") not in fake.take() and outcome.failures() == 1  # 'other' kept, excluded
+
+
+def test_the_values_from_the_command_line(tmp_path, fake):
+    """``-D`` gives strings: words for booleans, a comma list of patterns; a bad word is a
+    warning that says "given with -D"."""
+    src = make_site(tmp_path / "site")
+    given = {"stderr": "remove-warn", "allow_errors": "yes", "execute_exclude": "nothing, oth*", "show_tb": "maybe"}
+    outcome, warnings, app = build(src, fake, **given)
+    assert fake.take() == [("index", "alpha")]  # other excluded; allow_errors: nothing fails
+    assert "livecells_show_tb (given with -D) = 'maybe': must be True or False; using the default" in warnings
+    assert "[livecells.stderr]" in warnings and "[livecells.error]" not in warnings
+    assert outcome.failures() == 0
 
 
 # -- excluded pages and a page's :execute: --------------------------------------------------------
