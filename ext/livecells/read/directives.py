@@ -25,7 +25,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
-from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.model.vocabulary import ExecuteMode, StderrMode, WarningSubtype
 from livecells.read.display import DISPLAY_OPTIONS, display_attributes
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
 
@@ -62,6 +62,10 @@ def _seconds(argument: str) -> float:
 
 def _stderr(argument: str) -> StderrMode:
     return StderrMode(directives.choice(argument, STDERR_MODES))
+
+
+def _execute(argument: str) -> ExecuteMode:
+    return ExecuteMode(directives.choice(argument, ExecuteMode.words()))
 
 
 def _patterns(argument: str) -> list[str]:
@@ -129,7 +133,8 @@ class LiveCellDirective(SphinxDirective):
             hide_output="hide-output" in self.options,
             raises=self.options.get("raises"),
             timeout=self.options.get("timeout"),
-            stderr=self.options.get("stderr", StderrMode.SHOW),
+            # The cell's own :stderr:, else the book's livecells_stderr.
+            stderr=self.options.get("stderr", config.stderr),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
@@ -199,6 +204,7 @@ class LiveSettingsDirective(SphinxDirective):
         "gpus": directives.nonnegative_int,
         "timeout": _seconds,
         "depends": _patterns,
+        "execute": _execute,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -206,6 +212,7 @@ class LiveSettingsDirective(SphinxDirective):
             gpus=self.options.get("gpus"),
             timeout=self.options.get("timeout"),
             depends=self.options.get("depends", []),
+            execute=self.options.get("execute"),
         )
         self.set_source_info(node)
         return [node]

@@ -309,6 +309,7 @@ class RenderLiveCells(SphinxPostTransform):
                 environment=framework not in described,
                 stored=stored,
                 stale=stored and session is not None and cell["index"] in session.shown.stale,
+                host=self.config_.show_host,
             )
             described.add(framework)
         return None if line is None else note(line.text, *line.classes)

@@ -124,7 +124,7 @@ class Outputs:
         kind = output.get("output_type")
         if kind == "stream":
             name = output.get("name")
-            if name == "stderr" and cell.get("stderr") == StderrMode.HIDE:
+            if name == "stderr" and not StderrMode(cell.get("stderr", StderrMode.SHOW)).shown:
                 return []
             text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:
