@@ -27,6 +27,7 @@ from sphinx.util.docutils import SphinxDirective
 from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
 from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
+from livecells.read.values import value_option
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class LiveCellDirective(SphinxDirective):
         "no-timing": directives.flag,
         "name": directives.unchanged_required,
         "class": directives.class_option,
+        "value": value_option,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -129,6 +131,7 @@ class LiveCellDirective(SphinxDirective):
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
             classes=self.options.get("class", []),
+            value=self.options.get("value"),
         )
         self.set_source_info(cell)
         self.add_name(cell)
