@@ -281,3 +281,85 @@ def test_naming_a_value_does_not_change_what_runs(tmp_path, rootdir):
     app, _ = build_site(src, kernels=kernels)
     assert kernels.take() == []
     assert _quotes(_paragraph(soup(Path(app.outdir) / "md.html"), "The answer is"))[0].startswith("42")
+
+
+# -- real kernels --------------------------------------------------------------------------------
+
+KERNEL_PAGE = '''\
+Real kernel
+===========
+
+.. live-cell:: py
+   :name: plot
+   :value: mean
+
+   import statistics
+   import matplotlib.pyplot as plt
+   from IPython.display import HTML, display
+   fig, ax = plt.subplots(figsize=(2, 1))
+   ax.plot([1, 2, 3])
+   display(fig, metadata={"livecells": {"name": "curve"}})
+   plt.close(fig)
+   display(0.125, metadata={"livecells": {"name": "share"}})
+   display(HTML("<table><tr><td>KERNELTABLE</td></tr></table>"), metadata={"livecells": {"name": "table"}})
+   statistics.mean([1, 2, 4])
+
+The mean is :live-value:`mean:.3f`, the share :live-value:`share:.0%`, the plot took :live-time:`plot`.
+
+.. live-value:: curve
+
+.. live-value:: table
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel_site(tmp_path_factory):
+    src = tmp_path_factory.mktemp("kernel-values") / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        'extensions = ["livecells"]\n'
+        'livecells_frameworks = {"py": {"label": "Python", "kernel": "python3"}}\n'
+        "livecells_timeout = 120\n"
+    )
+    (src / "index.rst").write_text(KERNEL_PAGE)
+    html, warnings = build_site(src)
+    latex, latex_warnings = build_site(src, "latex", builddir=src / "_latex", confoverrides={"livecells_execute": "cache"})
+    return {
+        "page": soup(html.outdir / "index.html"),
+        "outdir": Path(html.outdir),
+        "warnings": warnings + latex_warnings,
+        "latex": next(latex.outdir.glob("*.tex")).read_text(encoding="utf-8"),
+        "latex_dir": Path(latex.outdir),
+        "store": json.loads(next((src / "_livecells").rglob("*.json")).read_text()),
+    }
+
+
+def test_a_real_kernel_names_values_without_livecells(kernel_site, no_kernel_left):
+    page = kernel_site["page"]
+    assert "WARNING" not in kernel_site["warnings"], kernel_site["warnings"]
+    quotes = _quotes(_paragraph(page, "The mean is"))
+    assert quotes[:2] == ["2.333", "12%"]
+    assert re.fullmatch(r"\d+\.\d+ s on \S.*", quotes[2]), quotes[2]
+    cell = cell_with(page, "statistics.mean")
+    # The named displays are not shown at the cell (no figure, no table); its result is.
+    assert cell.select("img") == [] and cell.select("table") == []
+    assert "HTML object" not in outputs(cell) and "0.125" not in outputs(cell)
+    assert "2.3333333333333335" in outputs(cell)
+
+
+def test_a_figure_and_an_html_table_are_values_of_a_real_kernel(kernel_site):
+    figure, table = kernel_site["page"].select("div.livecells-value-block")
+    image = figure.select_one("img")
+    assert image is not None and (kernel_site["outdir"] / image["src"]).is_file()
+    # livecells_allow_html is on (its default): the table is HTML, as at a cell.
+    assert table.select_one("table td").get_text() == "KERNELTABLE"
+    assert re.search(r"\\sphinxincludegraphics.*\{\{?livecells-[0-9a-f]{20}\}?\.png\}", kernel_site["latex"])
+    # LaTeX shows the table's text/plain, never its HTML.
+    assert "IPython.core.display.HTML object" in kernel_site["latex"] and "<table>" not in kernel_site["latex"]
+
+
+def test_the_store_keeps_the_named_outputs(kernel_site):
+    [session] = kernel_site["store"]["sessions"].values()
+    outputs_ = session["cells"][0]["outputs"]
+    names = [o["metadata"]["livecells"]["name"] for o in outputs_ if "livecells" in o.get("metadata", {})]
+    assert names == ["curve", "share", "table"]
