@@ -138,6 +138,7 @@ def site(tmp_path_factory, rootdir):
     )
     text, _ = build_site(src, "text", builddir=src / "_text", kernels=kernels, confoverrides={"livecells_execute": "cache"})
     cached, _ = build_site(src, builddir=src / "_cached", kernels=kernels, confoverrides={"livecells_execute": "cache"})
+    off, off_warnings = build_site(src, builddir=src / "_off", kernels=kernels, confoverrides={"livecells_execute": "off"})
     return {
         "src": src,
         "ran": ran,
@@ -150,6 +151,8 @@ def site(tmp_path_factory, rootdir):
         "latex_warnings": latex_warnings,
         "text": (text.outdir / "index.txt").read_text(encoding="utf-8"),
         "cached": soup(cached.outdir / "index.html"),
+        "off": {name: soup(off.outdir / f"{name}.html") for name in ("index", "md", "bad")},
+        "off_warnings": off_warnings,
         "notebook": json.loads((html.outdir / "_downloads" / "livecells" / "index.alpha.ipynb").read_text()),
     }
 
@@ -235,7 +238,7 @@ def test_bad_quotes_are_located_warnings_and_the_rest_of_the_page_stands(site):
     assert [re.search(r"WARNING: (\S+)", w).group(1) for w in at[28]] == [
         ":live-time:`nocell`:", ":live-time:`both`:", ":live-ratio:`both/both`:"
     ]
-    missing = _warnings_at(warnings, f"{src / 'md.md'}:19")
+    missing = _warnings_at(warnings, f"{src / 'md.md'}:23")
     assert len(missing) == 1 and "no value named 'nowhere'" in missing[0]
     assert warnings.count("[livecells.value]") == 9
     quotes = _quotes(_paragraph(site["bad"], "Ambiguous"))
@@ -251,6 +254,18 @@ def test_a_build_from_the_store_quotes_stored_values_and_says_so(site):
     assert spans[0].get_text().startswith("0.667 (stored 20")
     assert "stored result from" in spans[0]["title"]
     assert "Alpha's total is 0.667 (stored 20" in " ".join(site["text"].split())
+
+
+def test_a_build_that_runs_nothing_quotes_recorded_outputs_and_warns_only_of_mistakes(site):
+    md = site["off"]["md"]
+    answer = _paragraph(md, "The answer is").select(VALUE)[0]
+    assert answer.get_text() == "41 (recorded)" and "livecells-recorded" in answer["class"]
+    assert answer["title"] == "recorded output, from the page's source"
+    assert set(_quotes(_paragraph(site["off"]["index"], "Alpha’s total is"))) == {"??"}  # no recorded text
+    # Missing values are no mistake when nothing runs by choice; a name of no cell, a cell of
+    # two frameworks and a ratio without spaces are.
+    said = [line for line in site["off_warnings"].splitlines() if "WARNING" in line]
+    assert len(said) == 3 and all(":live-time:" in w or ":live-ratio:" in w for w in said), said
 
 
 def test_latex_quotes_values_as_text(site):

@@ -171,7 +171,8 @@ class Value:
     framework: str
     data: dict[str, Any]
     index: int  # the cell's position among the page's cells
-    session: SessionRecord
+    #: The session's record; None: the cell's recorded output, from the page's source.
+    session: SessionRecord | None
 
 
 @dataclass

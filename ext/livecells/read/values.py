@@ -22,7 +22,7 @@ from sphinx.environment.collectors import EnvironmentCollector
 from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
-from livecells.read.nodes import live_cell, live_text
+from livecells.read.nodes import live_cell, live_recorded, live_text
 
 #: The kinds of pending node: a value's text, a cell's time, the ratio of two cells' times.
 KINDS = ("value", "time", "ratio")
@@ -92,11 +92,13 @@ class PlaceQuotes(SphinxTransform):
 @dataclass
 class PageNames:
     """A page's named cells, by position: ``values`` (``:value:``), ``labels`` (``:name:``, as
-    docutils normalizes it -> position) and each cell's location (``file:line``)."""
+    docutils normalizes it -> position), each cell's location (``file:line``), and the recorded
+    text output of each ``:value:`` cell that has one (its value when it has no result)."""
 
     values: dict[int, str] = field(default_factory=dict)
     labels: dict[str, int] = field(default_factory=dict)
     locations: dict[int, str] = field(default_factory=dict)
+    recorded: dict[int, str] = field(default_factory=dict)
 
 
 class NamesCollector(EnvironmentCollector):
@@ -122,6 +124,9 @@ class NamesCollector(EnvironmentCollector):
             names.locations[index] = f"{cell.source}:{cell.line}"
             if cell.get("value"):
                 names.values[index] = cell["value"]
+                texts = [b for r in cell.findall(live_recorded) for b in r.findall(nodes.literal_block)]
+                if texts:
+                    names.recorded[index] = texts[0].astext()
             for label in cell.get("names", []):
                 names.labels[label] = index
         if names.locations:

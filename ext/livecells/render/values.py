@@ -39,7 +39,7 @@ from livecells.model.values import (
     plain_text,
     split_framework,
 )
-from livecells.model.vocabulary import Origin, WarningSubtype
+from livecells.model.vocabulary import ExecuteMode, Origin, WarningSubtype
 from livecells.read.collect import plans
 from livecells.read.values import PageNames, live_value, live_value_block, page_names
 from livecells.render.markup import MATHJAX_IGNORE
@@ -165,6 +165,27 @@ class RenderLiveValues(SphinxPostTransform):
                 reasons.append(f"{framework}: {session.reason or 'not run in this build'}")
         return f" ({'; '.join(reasons)})" if reasons else ""
 
+    def _by_choice(self, page: Page, frameworks: list[str]) -> bool:
+        """Whether these sessions show no result because the build runs nothing by choice
+        (``livecells_execute = "off"``): their quotes are missing without a warning, as their
+        cells are not run without one."""
+        if self.outcome.execute != ExecuteMode.OFF:
+            return False
+        sessions = [self.outcome.session(page.docname, fw) for fw in frameworks]
+        return all(s is None or s.origin == Origin.RECORDED for s in sessions)
+
+    def _recorded(self, page: Page, name: str, wanted: list[str]) -> Value | None:
+        """A ``:value:`` cell's recorded output (its text, from the page's source), for a
+        framework in which it has no result."""
+        for index, named in page.names.values.items():
+            cell, text = page.cells.get(index), page.names.recorded.get(index)
+            if named != name or cell is None or text is None:
+                continue
+            for framework in wanted or cell.frameworks:
+                if framework in cell.frameworks and (index, framework) not in page.matched:
+                    return Value(name, framework, {"text/plain": text}, index, None)
+        return None
+
     # -- looking up ----------------------------------------------------------------------------
 
     def _value(self, node: nodes.Element, page: Page, target: str, where: str) -> tuple[Value | None, str]:
@@ -178,6 +199,11 @@ class RenderLiveValues(SphinxPostTransform):
         wanted = [ref.framework] if ref.framework else implied or [fw for fw in self.order if fw in named]
         found = [page.values.values[(fw, ref.name)] for fw in wanted if (fw, ref.name) in page.values.values]
         if not found:
+            recorded = self._recorded(page, ref.name, wanted)
+            if recorded is not None:
+                return recorded, ref.spec
+            if self._by_choice(page, wanted or self.order):
+                return None, ref.spec
             scope = f" for {', '.join(wanted)}" if wanted else ""
             others = [fw for fw in named if fw not in wanted]
             hint = f"; {', '.join(others)} names it (write {others[0]}/{ref.name})" if others else ""
@@ -215,6 +241,8 @@ class RenderLiveValues(SphinxPostTransform):
         chosen = wanted[0]
         result, session = page.matched.get((cell.index, chosen), (None, None))
         seconds = cell_seconds(result) if result is not None else None
+        if result is None and self._by_choice(page, [chosen]):
+            return None
         if result is None or session is None or seconds is None:
             why = self._why_none(page, [chosen]) if result is None else " (it has no run time)"
             self._warn(page, node, f"{where}: cell {label!r} [{chosen}] has no result in this build{why}")
@@ -233,21 +261,27 @@ class RenderLiveValues(SphinxPostTransform):
             return f"{provenance.device} ({version})"
         return provenance.device or version
 
-    def _provenance(self, page: Page, framework: str, index: int, session: SessionRecord) -> tuple[str, bool]:
-        """The line a stored output would have (for a tooltip), and whether it is stored."""
+    def _provenance(
+        self, page: Page, framework: str, index: int, session: SessionRecord | None
+    ) -> tuple[str, Origin]:
+        """The line an output of the same origin has under its cell, and that origin (a value
+        without a session is the cell's recorded output)."""
+        if session is None:
+            return "recorded output, from the page's source", Origin.RECORDED
         spec = self.config_.frameworks.get(framework)
-        stored = self._origin(page, framework) == Origin.STORE
+        origin = self._origin(page, framework)
+        stored = origin == Origin.STORE
         line = timing_line(
             None, session.provenance, spec.version_module if spec else framework,
             label=spec.label if spec else framework, stored=stored,
             stale=stored and self._stale(page, framework, index),
         )
-        return (line.text if line is not None else ""), stored
+        return (line.text if line is not None else ""), origin
 
     def _inline(self, node: live_value, page: Page) -> nodes.Node:
         kind, target = node.get("kind", "value"), str(node.get("target", ""))
         where = f":live-{kind}:`{target}`"
-        made: list[tuple[str, int, SessionRecord]] = []  # (framework, cell, session) behind it
+        made: list[tuple[str, int, SessionRecord | None]] = []  # (framework, cell, session) behind it
         text = None
         if kind == "value":
             value, spec = self._value(node, page, target, where)
@@ -265,12 +299,14 @@ class RenderLiveValues(SphinxPostTransform):
         if text is None:
             return nodes.inline(MISSING, MISSING, classes=["livecells-value", "livecells-value-missing"])
         lines = [self._provenance(page, fw, index, session) for fw, index, session in made]
-        stored = [session for (_, _, session), (_, is_stored) in zip(made, lines) if is_stored]
-        suffix = ""
-        if stored:
+        origins = {origin for _, origin in lines}
+        stored = [session for (_, _, session), (_, origin) in zip(made, lines) if session and origin == Origin.STORE]
+        suffix, origin = "", Origin.RUN
+        if Origin.RECORDED in origins:
+            suffix, origin = " (recorded)", Origin.RECORDED
+        elif stored:
             dates = sorted({format_date(s.provenance.date)[:10] for s in stored if s.provenance.date})
-            suffix = f" (stored {', '.join(dates)})" if dates else " (stored)"
-        origin = Origin.STORE if stored else Origin.RUN
+            suffix, origin = (f" (stored {', '.join(dates)})" if dates else " (stored)"), Origin.STORE
         return self._text_node(text, suffix, " / ".join(t for t, _ in lines if t), origin)
 
     def _value_text(self, node: nodes.Element, page: Page, value: Value, spec: str, where: str) -> str | None:
@@ -289,7 +325,12 @@ class RenderLiveValues(SphinxPostTransform):
             return plain
 
     def _ratio_text(
-        self, node: nodes.Element, page: Page, target: str, where: str, made: list[tuple[str, int, SessionRecord]]
+        self,
+        node: nodes.Element,
+        page: Page,
+        target: str,
+        where: str,
+        made: list[tuple[str, int, SessionRecord | None]],
     ) -> str | None:
         parts = re.split(r"\s+/\s+", target.strip())
         if len(parts) != 2 or not all(parts):
@@ -332,9 +373,9 @@ class RenderLiveValues(SphinxPostTransform):
             return box
         output = {"output_type": "display_data", "data": value.data, "metadata": {}}
         box.extend(page.outputs.render_one(node, output, 0, value.framework))
-        text, stored = self._provenance(page, value.framework, value.index, value.session)
+        text, origin = self._provenance(page, value.framework, value.index, value.session)
         if text:
-            box += note(text, "livecells-meta", (Origin.STORE if stored else Origin.RUN).css_class)
+            box += note(text, "livecells-meta", origin.css_class)
         return box
 
 
