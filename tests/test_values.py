@@ -290,8 +290,10 @@ def test_naming_a_value_does_not_change_what_runs(tmp_path, rootdir):
     assert kernels.take()
     page = src / "md.md"
     page.write_text(page.read_text().replace(":value: answer\n", "").replace("{live-value}`answer`", "?"))
-    build_site(src, kernels=kernels)
+    _, warnings = build_site(src, kernels=kernels)
     assert kernels.take() == [], "removing :value: ran the page again"
+    # bad.rst was not read again, but its quotes warned: it is written again, and warns again.
+    assert len(_warnings_at(warnings, f"{src / 'bad.rst'}:27")) == 3, warnings
     page.write_text(page.read_text().replace("6 * 7\n", ":value: again\n6 * 7\n").replace("?,", "{live-value}`again`,"))
     app, _ = build_site(src, kernels=kernels)
     assert kernels.take() == []
