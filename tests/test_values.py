@@ -223,6 +223,7 @@ def test_quotes_work_in_myst_markdown(site):
     assert "[1, 2, 3]" in block.get_text()
     assert "[1, 2, 3]" not in outputs(cell_with(md, "listed"))
     assert _paragraph(md, "Missing in MyST").select_one(".livecells-value-missing").get_text() == "??"
+    assert _quotes(_paragraph(md, "In MyST prose of alpha")) == ["42.0", "??"]
 
 
 def test_bad_quotes_are_located_warnings_and_the_rest_of_the_page_stands(site):
@@ -240,7 +241,10 @@ def test_bad_quotes_are_located_warnings_and_the_rest_of_the_page_stands(site):
     ]
     missing = _warnings_at(warnings, f"{src / 'md.md'}:23")
     assert len(missing) == 1 and "no value named 'nowhere'" in missing[0]
-    assert warnings.count("[livecells.value]") == 9
+    # MyST: on the role's own line, the second of its paragraph.
+    missing = _warnings_at(warnings, f"{src / 'md.md'}:27")
+    assert len(missing) == 1 and "no value named 'gone' on this page for alpha" in missing[0]
+    assert warnings.count("[livecells.value]") == 10
     quotes = _quotes(_paragraph(site["bad"], "Ambiguous"))
     assert quotes[0] == "1" and quotes[-1] == "3"  # ambiguous: the first framework's; twice: the last
     assert len(site["bad"].select(".livecells-value-missing")) == 3
@@ -273,7 +277,7 @@ def test_latex_quotes_values_as_text(site):
     assert re.search(r"Alpha’s total is \\DUrole\{livecells-value\}\{\\DUrole\{livecells-stored\}\{0\.667 \(stored", latex)
     assert r"\textless{}script\textgreater{}" in latex and "<script>" not in latex
     assert r"\DUrole{mathjax_ignore}" not in latex  # an HTML matter
-    assert site["latex_warnings"].count("[livecells.value]") == 9  # the same, at the same lines
+    assert site["latex_warnings"].count("[livecells.value]") == 10  # the same, at the same lines
 
 
 def test_the_page_notebook_quotes_values(site):

@@ -78,15 +78,39 @@ class PlaceQuotes(SphinxTransform):
         by_parent: dict[int, tuple[nodes.Element, list[live_value]]] = {}
         for node in self.document.findall(live_value):
             by_parent.setdefault(id(node.parent), (node.parent, []))[1].append(node)
+        files: dict[str, list[str]] = {}
         for parent, found in by_parent.values():
             raw = parent.rawsource if isinstance(parent, nodes.TextElement) else ""
             start = 0
             for node in found:
-                at = raw.find(node.rawsource, start) if node.rawsource else -1
-                if at < 0 or node.line is None:
+                # The role's text in backticks: the same in RST (:role:`x`) and MyST ({role}`x`).
+                quoted = f"`{node.get('target', '')}`"
+                if node.line is None:
                     break
-                node.line += raw.count("\n", 0, at)
-                start = at + len(node.rawsource)
+                at = raw.find(quoted, start)
+                if at >= 0:
+                    node.line += raw.count("\n", 0, at)
+                    start = at + len(quoted)
+                else:  # no paragraph source: the role's text in its file, from the paragraph on
+                    start = node.line = _line_in_file(files, node.source, quoted, max(node.line, start))
+
+
+def _line_in_file(files: dict[str, list[str]], source: str | None, text: str, line: int) -> int:
+    """The first line from ``line`` on (1-based, within a paragraph's reach) of ``source`` that
+    holds ``text``; ``line`` itself if none does (or the file cannot be read)."""
+    if not source:
+        return line
+    if source not in files:
+        try:
+            with open(source, encoding="utf-8") as handle:
+                files[source] = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            files[source] = []
+    lines = files[source]
+    for number in range(line, min(len(lines), line + 100) + 1):
+        if text in lines[number - 1]:
+            return number
+    return line
 
 
 @dataclass
