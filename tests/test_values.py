@@ -51,7 +51,9 @@ def test_a_value_is_formatted_as_its_spec_asks(text, spec, shown):
     assert format_plain(text, spec) == shown
 
 
-@pytest.mark.parametrize(("text", "spec"), [("tensor([1., 2.])", ".2f"), ("2.5", "d"), ("'x'", "q")])
+@pytest.mark.parametrize(
+    ("text", "spec"), [("tensor([1., 2.])", ".2f"), ("2.5", "d"), ("'x'", "q"), ("f(" + "1" * 100_000 + "x", ".2f")]
+)
 def test_a_value_that_cannot_be_formatted_says_why(text, spec):
     with pytest.raises(ValueError, match="cannot format"):
         format_plain(text, spec)

@@ -116,7 +116,9 @@ def _literal(text: str) -> Any:
         return ast.literal_eval(text.strip())
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         pass
-    match = _WRAPPED_NUMBER.fullmatch(text.strip())
+    # Short texts only: a wrapper around one number is short, and the pattern backtracks on
+    # long runs of digits.
+    match = _WRAPPED_NUMBER.fullmatch(text.strip()) if len(text) <= 200 else None
     if match:
         return float(match.group(1))
     return text

@@ -307,7 +307,7 @@ class RenderLiveValues(SphinxPostTransform):
         elif stored:
             dates = sorted({format_date(s.provenance.date)[:10] for s in stored if s.provenance.date})
             suffix, origin = (f" (stored {', '.join(dates)})" if dates else " (stored)"), Origin.STORE
-        return self._text_node(text, suffix, " / ".join(t for t, _ in lines if t), origin)
+        return self._text_node(text, suffix, " / ".join(dict.fromkeys(t for t, _ in lines if t)), origin)
 
     def _value_text(self, node: nodes.Element, page: Page, value: Value, spec: str, where: str) -> str | None:
         plain = plain_text(value.data)
