@@ -201,6 +201,15 @@ def test_prose_of_a_framework_quotes_that_frameworks_value(site):
         assert _quotes(p) == [expected]
 
 
+def test_a_title_quotes_a_value_and_its_table_of_contents_the_role(site, tmp_path):
+    heading = next(h for h in site["index"].select("h2") if "in a title" in h.get_text())
+    assert _quotes(heading) == ["0.67"]
+    # The page's own table of contents (in the sidebar, copied while reading) shows the role's
+    # text: the page is written, not failed on an unknown node.
+    toc = site["index"].select_one("div.sphinxsidebar")
+    assert "Total alpha/total:.2f in a title" in toc.get_text()
+
+
 def test_named_displays_are_not_shown_at_their_cell_but_value_results_are(site):
     cell = cell_with(site["index"], 'print("VISIBLE")')
     assert outputs(cell).strip() == "VISIBLE"

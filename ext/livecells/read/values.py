@@ -28,13 +28,16 @@ from livecells.read.nodes import live_cell, live_recorded, live_text
 KINDS = ("value", "time", "ratio")
 
 
-class live_value(nodes.Inline, nodes.TextElement):
+class live_value(nodes.inline):
     """A value, time or ratio quoted inline: ``kind``, ``target`` (the role's text), ``docname``,
-    ``implied`` (the frameworks of the ``live-text`` around it). Replaced when rendered."""
+    ``implied`` (the frameworks of the ``live-text`` around it). Replaced when rendered; a copy
+    that no page renders (a section title's, in a sidebar's table of contents) is written as
+    the inline text it holds, the role's text."""
 
 
-class live_value_block(nodes.General, nodes.Element):
-    """A value quoted as a whole output (``.. live-value::``): ``target``, ``docname``, ``implied``."""
+class live_value_block(nodes.container):
+    """A value quoted as a whole output (``.. live-value::``): ``target``, ``docname``, ``implied``.
+    Replaced when rendered (an empty container to a writer, were it not)."""
 
 
 class ValueRole(SphinxRole):

@@ -7,3 +7,4 @@ livecells_frameworks = {
 }
 livecells_timeout = 30
 livecells_allow_html = False
+html_sidebars = {"**": ["localtoc.html"]}  # a table of contents with a title that quotes a value
