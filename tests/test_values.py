@@ -45,6 +45,8 @@ from helpers import FakeKernels, build_site, cell_with, outputs, soup
         ("tensor(0.0025, device='cuda:0')", ".1e", "2.5e-03"),
         ("array(3)", "d", "3"),
         ("tensor([1., 2.])", "", "tensor([1., 2.])"),  # no number: the text as it is
+        ("tensor(1.5000)", "", "tensor(1.5000)"),  # no spec: the text as it is
+        ("'1e3'", ".0f", "1000"),
     ],
 )
 def test_a_value_is_formatted_as_its_spec_asks(text, spec, shown):
@@ -336,7 +338,16 @@ Real kernel
    display(HTML("<table><tr><td>KERNELTABLE</td></tr></table>"), metadata={"livecells": {"name": "table"}})
    statistics.mean([1, 2, 4])
 
+.. live-cell:: py
+   :value: tensor-mean
+
+   import numpy, torch
+   display(numpy.float64(0.5), metadata={"livecells": {"name": "numpy-half"}})
+   torch.arange(4.0).mean()
+
 The mean is :live-value:`mean:.3f`, the share :live-value:`share:.0%`, the plot took :live-time:`plot`.
+
+Torch's mean is :live-value:`tensor-mean:.2f` (:live-value:`tensor-mean`), NumPy's half :live-value:`numpy-half:.1%`.
 
 .. live-value:: curve
 
@@ -372,6 +383,8 @@ def test_a_real_kernel_names_values_without_livecells(kernel_site, no_kernel_lef
     quotes = _quotes(_paragraph(page, "The mean is"))
     assert quotes[:2] == ["2.333", "12%"]
     assert re.fullmatch(r"\d+\.\d+ s on \S.*", quotes[2]), quotes[2]
+    # The reprs of a torch tensor and a NumPy scalar, as the kernel gave them, read as numbers.
+    assert _quotes(_paragraph(page, "s mean is")) == ["1.50", "tensor(1.5000)", "50.0%"]
     cell = cell_with(page, "statistics.mean")
     # The named displays are not shown at the cell (no figure, no table); its result is.
     assert cell.select("img") == [] and cell.select("table") == []

@@ -111,35 +111,41 @@ def plain_text(data: Mapping[str, Any]) -> str | None:
 
 
 def _literal(text: str) -> Any:
-    """The Python value a ``text/plain`` shows, when it is a literal or a wrapped number."""
+    """The Python value a ``text/plain`` shows, when it is a literal; else the text."""
     try:
         return ast.literal_eval(text.strip())
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        pass
+        return text
+
+
+def _number(value: Any, text: str) -> float:
+    """A number for a numeric format: the literal's, or the one a wrapper holds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     # Short texts only: a wrapper around one number is short, and the pattern backtracks on
     # long runs of digits.
     match = _WRAPPED_NUMBER.fullmatch(text.strip()) if len(text) <= 200 else None
     if match:
         return float(match.group(1))
-    return text
+    return float(value)  # a string such as "1e3"; ValueError when it is none
 
 
 def format_plain(text: str, spec: str) -> str:
     """A value's ``text/plain`` formatted by a format spec (Python's mini-language): the text read
-    as a literal (quotes taken off a string; ``tensor(0.25)`` and ``np.float64(0.25)`` read as
-    numbers), converted as the spec's type asks. ValueError when it cannot be."""
+    as a literal (quotes taken off a string), converted as the spec's type asks (for a number,
+    ``tensor(0.25)`` and ``np.float64(0.25)`` are read as 0.25). ValueError when it cannot be."""
     value = _literal(text)
     if not spec:
         return str(value)
     kind = spec[-1]
     try:
         if kind in _INT_TYPES:
-            number = float(value)
+            number = _number(value, text)
             if not number.is_integer():
-                raise ValueError(f"{text.strip()!r} is not an integer")
+                raise ValueError(f"{text.strip()[:60]!r} is not an integer")
             value = int(number)
         elif kind in _FLOAT_TYPES:
-            value = float(value)
+            value = _number(value, text)
         elif kind == "s":
             value = str(value)
         return format(value, spec)
