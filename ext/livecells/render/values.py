@@ -86,6 +86,8 @@ class RenderLiveValues(SphinxPostTransform):
 
     default_priority = 99  # before RenderLiveCells (100), which writes the notebooks
     early = True
+    #: While set: the framework a quote is for, and no warnings (see :meth:`_texts`).
+    forced: str | None = None
 
     def run(self, **kwargs: Any) -> None:
         found = list(self.document.findall(lambda n: isinstance(n, (live_value, live_value_block))))
@@ -101,7 +103,10 @@ class RenderLiveValues(SphinxPostTransform):
             if docname not in pages:
                 pages[docname] = self._page(docname)
             page = pages[docname]
-            if self.early and len([fw for fw in node.get("implied") or [] if fw in self.order]) > 1:
+            implied = [fw for fw in node.get("implied") or [] if fw in self.order]
+            if self.early and len(implied) > 1:
+                if isinstance(node, live_value):
+                    node["texts"] = self._texts(node, page, implied)
                 continue
             if isinstance(node, live_value_block):
                 node.replace_self(self._block(node, page))
@@ -131,7 +136,21 @@ class RenderLiveValues(SphinxPostTransform):
             self._warn(page, page.names.locations.get(index), f"live-cell [{framework}]: {message}")
         return page
 
+    def _texts(self, node: live_value, page: Page, frameworks: list[str]) -> dict[str, str]:
+        """A quote in prose of several frameworks, as each framework's notebook quotes it (the
+        page's tabs quote it in the later pass, which warns)."""
+        texts = {}
+        try:
+            for framework in frameworks:
+                self.forced = framework
+                texts[framework] = self._inline(node, page).astext()
+        finally:
+            self.forced = None
+        return texts
+
     def _warn(self, page: Page, location: Any, message: str) -> None:
+        if self.forced is not None:
+            return
         logger.warning(message, location=location, type=WARNING_TYPE, subtype=WarningSubtype.VALUE)
         if page.outputs is not None:
             page.outputs.warned()  # the next build writes the page again, and warns again
@@ -147,6 +166,8 @@ class RenderLiveValues(SphinxPostTransform):
     def _implied(self, node: nodes.Element) -> list[str]:
         """The frameworks of the ``live-text`` around the quote: for prose of several, the one
         whose copy (in its tab panel) holds it."""
+        if self.forced is not None:
+            return [self.forced]
         implied = [fw for fw in node.get("implied") or [] if fw in self.order]
         parent = node.parent
         while len(implied) > 1 and parent is not None:
