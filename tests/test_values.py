@@ -89,6 +89,8 @@ def test_outputs_name_values_by_metadata_livecells_or_myst_nb():
         {"output_type": "display_data", "data": {}, "metadata": {"livecells": {"name": ""}}},
         {"output_type": "display_data", "data": {}, "metadata": {"livecells": "x"}},
         {"output_type": "display_data", "data": {}, "metadata": []},
+        "not an output",
+        None,
     ):
         assert value_name(other) is None and not hidden(other)
 

@@ -40,9 +40,9 @@ _INT_TYPES = frozenset("bcdoxX")
 _FLOAT_TYPES = frozenset("eEfFgGn%")
 
 
-def value_name(output: Mapping[str, Any]) -> str | None:
+def value_name(output: Any) -> str | None:
     """The name an output's metadata gives it as a value (a display of a named value), if any."""
-    if output.get("output_type") not in {"display_data", "execute_result"}:
+    if not isinstance(output, Mapping) or output.get("output_type") not in {"display_data", "execute_result"}:
         return None
     metadata = output.get("metadata")
     if not isinstance(metadata, Mapping):
@@ -54,7 +54,7 @@ def value_name(output: Mapping[str, Any]) -> str | None:
     return None
 
 
-def hidden(output: Mapping[str, Any]) -> bool:
+def hidden(output: Any) -> bool:
     """Whether an output is a named value that the cell does not show: livecells' own always,
     MyST-NB's when it was glued with ``display=False`` (its data under a mime prefix)."""
     if value_name(output) is None:
@@ -220,7 +220,10 @@ def page_values(
                 add(name, framework, value_data(output), index, session)
         option = named_cells.get(index)
         if option:
-            shown = [o for o in result.outputs if o.get("output_type") == "execute_result" and not hidden(o)]
+            shown = [
+                o for o in result.outputs
+                if isinstance(o, Mapping) and o.get("output_type") == "execute_result" and not hidden(o)
+            ]
             data = shown[-1].get("data") if shown else None
             if isinstance(data, Mapping):
                 add(option, framework, dict(data), index, session)
