@@ -154,6 +154,7 @@ class WarningSubtype(Vocabulary):
     STALE = "stale"
     EXECUTOR = "executor"
     RECORDED = "recorded"
+    VALUE = "value"
 
 
 @dataclass(frozen=True)

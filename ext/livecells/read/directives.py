@@ -28,6 +28,7 @@ from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
 from livecells.model.vocabulary import ExecuteMode, StderrMode, WarningSubtype
 from livecells.read.display import DISPLAY_OPTIONS, display_attributes
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
+from livecells.read.values import value_option
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class LiveCellDirective(SphinxDirective):
         "name": directives.unchanged_required,
         "class": directives.class_option,
         **DISPLAY_OPTIONS,  # how the cell is shown, never what runs (read/display.py)
+        "value": value_option,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -140,6 +142,7 @@ class LiveCellDirective(SphinxDirective):
             code_line=code_line,
             classes=self.options.get("class", []),
             **display,
+            value=self.options.get("value"),
         )
         self.set_source_info(cell)
         self.add_name(cell)
