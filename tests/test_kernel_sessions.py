@@ -35,6 +35,7 @@ def bad(tmp_path_factory, rootdir):
     return {
         "src": src,
         "out": app.outdir,
+        "summary": Path(app.doctreedir) / "livecells-summary",
         "warnings": warnings,
         "state": app.env.livecells_outcome,
         "kernels_left": kernel_processes(),
@@ -160,7 +161,7 @@ def test_unknown_framework_and_missing_kernel_cells_say_why(bad):
 
 @pytest.mark.kernel
 def test_machine_readable_summary(bad):
-    folder = Path(bad["out"]) / "_livecells"
+    folder = bad["summary"]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["totals"]["run"] == 6
     suite = ET.parse(folder / "junit.xml").getroot()

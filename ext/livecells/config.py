@@ -282,6 +282,15 @@ class LivecellsConfig:
             rebuild="",
         ),
     )
+    execute_exclude: tuple[str, ...] = field(
+        default=(),
+        metadata=_meta(
+            "Glob patterns of pages (docnames or source paths, relative to the source dir, as "
+            "exclude_patterns) that never run: they show stored results, else recorded outputs.",
+            _patterns,
+            "list of str",
+        ),
+    )
     device: DeviceMode = field(
         default=DeviceMode.AUTO,
         metadata=_meta(
@@ -308,6 +317,33 @@ class LivecellsConfig:
         metadata=_meta(
             "The build fails at its end if a page shows an unexpected error, a cell not run or a "
             "stale result.",
+            _bool,
+            "bool",
+            rebuild="",
+        ),
+    )
+    allow_errors: bool = field(
+        default=False,
+        metadata=_meta(
+            "Every cell may raise: its error is shown, expected as with a bare :raises:, and no "
+            "failure.",
+            _bool,
+            "bool",
+        ),
+    )
+    stderr: StderrMode = field(
+        default=StderrMode.SHOW,
+        metadata=_meta(
+            "What a cell's stderr does where its :stderr: says nothing: show, remove (or hide), "
+            "remove-warn, warn, error or severe (both fail the cell).",
+            _choice(StderrMode),
+            " | ".join(map(repr, STDERR_MODES)),
+        ),
+    )
+    show_tb: bool = field(
+        default=False,
+        metadata=_meta(
+            "A failing cell's warning is followed by its traceback, as plain text.",
             _bool,
             "bool",
             rebuild="",
@@ -386,6 +422,24 @@ class LivecellsConfig:
             rebuild="",
         ),
     )
+    summary_dir: str = field(
+        default="",
+        metadata=_meta(
+            "Folder of summary.json, junit.xml and report.txt, relative to the source dir; empty: "
+            "livecells-summary in the doctree folder, outside the published site.",
+            _optional_string,
+            "str",
+            rebuild="",
+        ),
+    )
+    show_host: bool = field(
+        default=False,
+        metadata=_meta(
+            "A stored result's line names the machine it ran on.",
+            _bool,
+            "bool",
+        ),
+    )
 
     repeat: int = field(
         default=1,
@@ -455,7 +509,7 @@ def raw_default(name: str) -> Any:
     """The default of ``livecells_<name>`` as conf.py would give it."""
     if name == "frameworks":
         return DEFAULT_FRAMEWORKS
-    if name in {"depends", "mime_priority"}:
+    if name in {"depends", "mime_priority", "execute_exclude"}:
         return []
     if name == "launch":
         return {}
@@ -473,7 +527,7 @@ def _raw_used(name: str, used: LivecellsConfig) -> Any:
         return {n: spec.settings() for n, spec in used.frameworks.items()}
     if name == "mime_priority":
         return [(o.builder, o.mime, o.priority) for o in used.mime_priority]
-    if name in {"depends", "env_drop"}:
+    if name in {"depends", "env_drop", "execute_exclude"}:
         return list(getattr(used, name))
     if name == "launch":
         return {target.name: target.raw() for target in used.launch}

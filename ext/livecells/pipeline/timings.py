@@ -20,6 +20,7 @@ from livecells.model.plans import SessionPlan
 from livecells.model.records import BuildOutcome, Problem, SessionRecord
 from livecells.model.timings import drifts
 from livecells.model.vocabulary import WarningSubtype
+from livecells.pipeline.summary import relative
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,9 @@ def drift_problems(
     return problems
 
 
-def report_sections(outcome: BuildOutcome) -> list[str]:
-    """report.txt's timing sections: the cells whose time drifted, and the device × page table."""
+def report_sections(outcome: BuildOutcome, root: str = "") -> list[str]:
+    """report.txt's timing sections: the cells whose time drifted (located relative to ``root``,
+    the source dir), and the device × page table."""
     lines = []
     drifted = [
         (session, problem)
@@ -65,7 +67,10 @@ def report_sections(outcome: BuildOutcome) -> list[str]:
     ]
     if drifted:
         lines.append(f"== timing drift: {len(drifted)} cell(s) past livecells_drift_factor")
-        lines += [f"{problem.location}: [{session.framework}] {problem.message}" for session, problem in drifted]
+        lines += [
+            f"{relative(problem.location, root)}: [{session.framework}] {problem.message}"
+            for session, problem in drifted
+        ]
         lines.append("")
     return lines + device_table(outcome.records)
 

@@ -69,7 +69,9 @@ def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings
         # :raises: decides the cell's stored ``expected`` and the session's status, which the
         # command line's report reads without the page.
         raises = None if cell.raises is None else sorted(cell.raises)
-        entry: list[object] = [cell.code, _seconds(timeout), raises]
+        entry: list[Any] = [cell.code, _seconds(timeout), raises]
+        if cell.allow_errors:  # livecells_allow_errors does what a bare :raises: does
+            entry.append("allow-errors")
         if cell.repeat > 1:  # a repeated cell's samples (a cell run once keeps its old key)
             entry.append([cell.repeat, cell.warmup])
         digest.update(json.dumps(entry).encode())

@@ -26,9 +26,10 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
-from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.model.vocabulary import ExecuteMode, StderrMode, WarningSubtype
 from livecells.read.display import DISPLAY_OPTIONS, display_attributes
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
+from livecells.read.values import value_option
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,10 @@ def _count(least: int) -> Callable[[str], int]:
     return check
 
 
+def _execute(argument: str) -> ExecuteMode:
+    return ExecuteMode(directives.choice(argument, ExecuteMode.words()))
+
+
 def _patterns(argument: str) -> list[str]:
     return [part.strip() for part in argument.split(",") if part.strip()]
 
@@ -98,6 +103,7 @@ class LiveCellDirective(SphinxDirective):
         "warmup": _count(0),
         "timings": lambda argument: directives.choice(argument, ("all-devices",)),
         **DISPLAY_OPTIONS,  # how the cell is shown, never what runs (read/display.py)
+        "value": value_option,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -143,7 +149,8 @@ class LiveCellDirective(SphinxDirective):
             hide_output="hide-output" in self.options,
             raises=self.options.get("raises"),
             timeout=self.options.get("timeout"),
-            stderr=self.options.get("stderr", StderrMode.SHOW),
+            # The cell's own :stderr:, else the book's livecells_stderr.
+            stderr=self.options.get("stderr", config.stderr),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
@@ -152,6 +159,7 @@ class LiveCellDirective(SphinxDirective):
             warmup=self.options.get("warmup", config.warmup),
             all_devices="timings" in self.options,
             **display,
+            value=self.options.get("value"),
         )
         self.set_source_info(cell)
         self.add_name(cell)
@@ -216,6 +224,7 @@ class LiveSettingsDirective(SphinxDirective):
         "gpus": directives.nonnegative_int,
         "timeout": _seconds,
         "depends": _patterns,
+        "execute": _execute,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -223,6 +232,7 @@ class LiveSettingsDirective(SphinxDirective):
             gpus=self.options.get("gpus"),
             timeout=self.options.get("timeout"),
             depends=self.options.get("depends", []),
+            execute=self.options.get("execute"),
         )
         self.set_source_info(node)
         return [node]

@@ -26,6 +26,7 @@ from sphinx_design.shared import create_component
 from livecells.config import get_config
 from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
+from livecells.model.values import hidden
 from livecells.model.vocabulary import CellStatus, Origin
 from livecells.read.collect import plans
 from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_settings, live_text
@@ -311,6 +312,7 @@ class RenderLiveCells(SphinxPostTransform):
                 environment=framework not in described,
                 stored=stored,
                 stale=stored and session is not None and cell["index"] in session.shown.stale,
+                host=self.config_.show_host,
                 samples=shown.result.samples,
                 floor=shown.session.floor,
             )
@@ -374,6 +376,7 @@ def _signature(result: CellRecord | None) -> str:
     kept = [
         {k: v for k, v in o.items() if k not in {"execution_count", "metadata"}}
         for o in result.outputs
+        if not hidden(o)
     ]
     return repr(kept)
 

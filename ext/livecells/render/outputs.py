@@ -26,6 +26,7 @@ from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_pri
 from livecells.model.records import RENDER_WARNED, CellRecord
 from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
+from livecells.model.values import hidden
 from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.nodes import live_cell
 from livecells.render.ansi import ansi_to_html, ansi_to_latex, has_colours
@@ -78,6 +79,8 @@ class Outputs:
         # output of the wrong shape is left out where it stands, with a warning.
         run: list[dict[str, Any]] = []
         for position, output in enumerate(result.outputs):
+            if hidden(output):  # a named value the cell does not show (render/values.py quotes it)
+                continue
             try:
                 check_output(output, f"output {position + 1}")
             except Invalid as err:
@@ -124,7 +127,7 @@ class Outputs:
         kind = output.get("output_type")
         if kind == "stream":
             name = output.get("name")
-            if name == "stderr" and cell.get("stderr") == StderrMode.HIDE:
+            if name == "stderr" and not StderrMode(cell.get("stderr", StderrMode.SHOW)).shown:
                 return []
             text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:

@@ -71,6 +71,7 @@ def timing_line(
     environment: bool = True,
     stored: bool = False,
     stale: bool = False,
+    host: bool = True,
     samples: Sequence[float] = (),
     floor: float | None = None,
 ) -> TimingLine | None:
@@ -80,7 +81,8 @@ def timing_line(
     the framework's label, for a cell that shows several frameworks' lines. ``environment``: name
     the device and the framework version (``version_module`` and its version). ``stored``: the
     result comes from the store, so the line says when and where it ran; ``stale``: and that it
-    was made for other code. ``samples``: a repeated cell's timed runs (its figure is their
+    was made for other code. ``host``: a stored result's line names the machine it ran on
+    (``livecells_show_host``). ``samples``: a repeated cell's timed runs (its figure is their
     median and IQR, always with the device: see :func:`repeated_text`), ``floor``: its session's
     measurement floor.
     """
@@ -96,8 +98,8 @@ def timing_line(
         if provenance.framework_version:
             parts.append(f"{version_module} {provenance.framework_version}")
     if stored:
-        host = f" on {provenance.host}" if provenance.host else ""
-        parts.append(f"stored result from {format_date(provenance.date)}{host}")
+        where = f" on {provenance.host}" if host and provenance.host else ""
+        parts.append(f"stored result from {format_date(provenance.date)}{where}")
         if stale:
             parts.append("made for other code, settings or :depends: files than the page has now")
     if not parts:
