@@ -269,7 +269,10 @@ class Run:
             decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
             problems = self.report_decision(session, decision)
             if decision.run:
-                jobs.append(self.job(session, key, decision))
+                # Its last run's duration (whatever its key): the scheduler's and the progress
+                # line's estimate of how long it takes.
+                estimate = latest.duration if latest is not None else None
+                jobs.append(self.job(session, key, decision, estimate))
                 continue
             outcome = session_outcome(
                 session, key, latest, Origin.STORE if stored else Origin.RECORDED,
@@ -324,7 +327,9 @@ class Run:
             warn(warning.message, warning.subtype, first)
         return [Problem(w.subtype, first, w.message) for w in decision.warnings]
 
-    def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
+    def job(
+        self, session: SessionPlan, key: str, decision: Decision, estimate: float | None = None
+    ) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
 
         log = Path(self.app.doctreedir) / "livecells-kernels" / f"{session.docname}.{session.framework}.log"
@@ -340,6 +345,7 @@ class Run:
             log_path=str(log),
             run_id=self.state.run_id,
             env_drop=self.config.env_drop,
+            estimate=estimate,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
