@@ -364,18 +364,19 @@ class Run:
         from livecells.execute.scheduler import run_async
 
         scheduler = self.scheduler(gpus)
-        progress = Progress(len(jobs), self.app.verbosity)
-
-        def on_start(job: SessionJob) -> None:
-            progress.started_one(job.plan.name, len(job.plan.cells))
+        # Sessions at once, for the estimate of what is left ('auto' on a cluster: unknown).
+        at_once = self.config.jobs if isinstance(self.config.jobs, int) else None
+        if at_once is None and executor_of(self.app).runs_locally:
+            at_once = max(1, len(gpus))
+        progress = Progress(jobs, self.app.verbosity, at_once)
 
         def on_done(job: SessionJob, record: SessionRecord) -> None:
-            progress.finished_one(job.plan.name, record.status)
+            progress.finished_one(job, record.status)
             self.finished(job, record)
 
         try:
             with sigterm_as_interrupt():
-                run_async(lambda: scheduler.run(jobs, on_done, on_start))
+                run_async(lambda: progress.around(scheduler.run(jobs, on_done, progress.started_one)))
         except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
             raise ExtensionError(f"livecells: {err}") from None
         finally:
