@@ -87,7 +87,10 @@ def test_on_a_terminal_the_line_moves_during_a_cell_with_the_cell_and_an_estimat
         "executing cells... [0/2 done] long [alpha] cell 2/3 (3.0 s, ~11 s left)",
         "executing cells... [0/2 done] long [alpha] cell 2/3 (4.0 s, ~10 s left)",
     ]
-    clock.now += 7.0  # past its estimate: what is left is the other one's
+    clock.now += 6.0
+    progress.tick()
+    assert redraws(status.getvalue())[-1].endswith("(10.0 s, ~4 s left)")  # the other one's
+    clock.now += 1.0  # past its estimate
     progress.finished_one(long, "ok")
     progress.started_one(short)
     clock.now += 1.0
@@ -116,6 +119,21 @@ def test_the_line_names_the_longest_running_session_and_fits_the_terminal(status
     progress.tick()
     # A session without a stored duration: no estimate.
     assert redraws(status.getvalue())[-1].endswith(f"{'a' * 60} [alpha] (+1 running) (1.0 s)")
+
+
+def test_no_estimate_once_the_sessions_outlast_theirs(status):
+    clock = Clock()
+    one = job("one", 1, 2.0)
+    progress = Progress([one], verbosity=0, slots=1, tty=True, clock=clock, columns=lambda: 200)
+    progress.started_one(one)
+    clock.now += 1.0
+    progress.tick()
+    clock.now += 2.0
+    progress.tick()
+    assert redraws(status.getvalue())[-2:] == [
+        "executing cells... [0/1 done] one [alpha] (1.0 s, ~1 s left)",
+        "executing cells... [0/1 done] one [alpha] (3.0 s)",
+    ]
 
 
 def test_without_a_terminal_no_line_ticks_and_each_step_is_a_line(status):

@@ -97,7 +97,7 @@ class Progress:
     def show(self, text: str) -> None:
         times = duration(self.elapsed()) if self.elapsed() >= 100 else f"{self.elapsed():.1f} s"
         left = self.left() if self.done < self.total else None
-        if left is not None:
+        if left is not None and left >= 0.5:  # none once the sessions outlast their estimates
             times += f", ~{duration(left)} left"
         line = f"[{self.done}/{self.total} done] {text} ({times})"
         if self.single_line:
