@@ -57,6 +57,7 @@ def wait_for(log: Path, pattern: str, count: int, within: float) -> bool:
 
 
 @pytest.mark.kernel
+@pytest.mark.process
 def test_the_documented_command_builds_once_per_edit_in_the_books_own_folder(tmp_path, no_kernel_left):
     book = tmp_path / "book"
     book.mkdir()

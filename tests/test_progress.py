@@ -157,6 +157,7 @@ def test_without_a_terminal_no_line_ticks_and_each_step_is_a_line(status):
 
 
 @pytest.mark.kernel
+@pytest.mark.process
 def test_a_real_build_in_a_terminal_redraws_the_line_while_a_cell_sleeps(tmp_path, no_kernel_left):
     src = tmp_path / "src"
     src.mkdir()
