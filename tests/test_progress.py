@@ -57,7 +57,9 @@ def status(tmp_path, rootdir):
     """Sphinx's status stream, set up by a Sphinx application as a build has it."""
     shutil.copytree(rootdir / "test-fast", tmp_path / "src")
     stream = StringIO()
-    app = SphinxTestApp("html", srcdir=tmp_path / "src", status=stream, warning=StringIO())
+    app = SphinxTestApp(
+        "html", srcdir=tmp_path / "src", status=stream, warning=StringIO(), confoverrides={"livecells_execute": "off"}
+    )
     yield stream
     app.cleanup()
 
