@@ -31,7 +31,7 @@ from livecells.execute.dask.scheduler import DaskScheduler  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
 from livecells.execute.executors import ExecutorProblem  # noqa: E402
 from livecells.execute.forkserver import MARKER  # noqa: E402
-from livecells.execute.scheduler import SessionJob  # noqa: E402
+from livecells.execute.scheduler import SessionJob, cell_listener  # noqa: E402
 from livecells.execute.worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan  # noqa: E402
@@ -264,6 +264,21 @@ def test_sessions_start_on_the_cluster_in_the_local_order_longest_stored_first(c
     started = (tmp_path / "order.txt").read_text().split()
     assert sorted(started) == sorted(names)
     assert set(started[:2]) == {"long1", "long2"}, started
+
+
+def test_the_build_hears_of_each_cell_a_session_sends_on_a_worker(cluster, tmp_path):
+    """The progress line's "cell n of m" for a cluster's sessions: the worker's events."""
+    local, _ = cluster
+    page = tmp_path / "cells.rst"
+    page.write_text("cells\n", encoding="utf-8")
+    heard: list[tuple[str, int, int]] = []
+    token = cell_listener.set(lambda job, n, m: heard.append((job.plan.docname, n, m)))
+    try:
+        records = _run(local.scheduler_address, [_job(page, "1", "import time; time.sleep(2)")])
+    finally:
+        cell_listener.reset(token)
+    assert records["cells"].status == "ok"
+    assert heard == [("cells", 1, 2), ("cells", 2, 2)]
 
 
 def _gone(pids: list[int], within: float) -> bool:

@@ -3,8 +3,8 @@ redrawn in place on a terminal that can, a line per step when verbose or when it
 under ``-q``.
 
 On a terminal the line also moves while a cell runs: it is redrawn every second with the time
-since execution began, the cell a running session is at (its scheduler says when it sends one;
-not for sessions on a cluster) and an estimate of what is left, from the durations the store
+since execution began, the cell a running session is at (its scheduler says when it sends one,
+for a cluster's sessions through the workers' events) and an estimate of what is left, from the durations the store
 keeps of each session's last run (the figures the scheduler orders sessions by). It is cut to
 the terminal's width, so that it stays one line.
 """

@@ -41,6 +41,7 @@ from livecells.execute.scheduler import (
     OnDone,
     OnStart,
     SessionJob,
+    cell_listener,
     failed_record,
     lost_record,
     run_order,
@@ -153,6 +154,8 @@ class _ClusterRun:
         self.starts: dict[str, list[dict[str, str]]] = {}
         self.announced: set[str] = set()
         self.gave_up: set[str] = set()
+        #: Told of each cell a session sends (the build's progress line), from the workers' events.
+        self.on_cell = cell_listener.get()
 
     async def run(self, jobs: Sequence[SessionJob], on_done: OnDone, at_once: int | None) -> None:
         limit = asyncio.Semaphore(at_once) if at_once else None
@@ -254,7 +257,12 @@ class _ClusterRun:
     def _on_event(self, event: tuple[float, Any]) -> None:
         _, message = event
         if isinstance(message, dict) and "token" in message:
-            self._threadsafe(self._started, message)
+            self._threadsafe(self._cell if "cell" in message else self._started, message)
+
+    def _cell(self, message: dict[str, Any]) -> None:
+        job = self.jobs.get(message["token"])
+        if job is not None and self.on_cell is not None and isinstance(message["cell"], int):
+            self.on_cell(job, message["cell"], len(job.plan.cells))
 
     def _started(self, message: dict[str, str]) -> None:
         token = message["token"]
