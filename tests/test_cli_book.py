@@ -5,6 +5,7 @@ over the verdict's classes (error, not-run, stale), stale read from what the pag
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,8 @@ import livecells
 
 EXT = str(Path(livecells.__file__).resolve().parents[1])  # the livecells under test
 
-CONF = """extensions = ["livecells"]
+CONF = """print("conf.py speaks")  # not the command's output: report --json must stay JSON
+extensions = ["livecells"]
 livecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}
 livecells_store = "results"
 """
@@ -104,7 +106,9 @@ def test_report_and_clear_read_the_store_that_conf_py_names(book):
     # From the source folder, with conf.py beside the pages: the same store.
     shutil.copy(book / "conf" / "conf.py", book / "src" / "conf.py")
     here = livecells_process("report", "--json", "--fail-on", "never", cwd=book / "src")
-    assert here.returncode == 0 and '"page": "other"' in here.stdout, here.stderr
+    assert here.returncode == 0, here.stderr
+    assert {row["page"] for row in json.loads(here.stdout)} == {"index", "other"}
+    assert "conf.py speaks" in here.stderr
     cleared = livecells_process("clear", "-s", src, "-c", conf, "other")
     assert cleared.returncode == 0 and "cleared other" in cleared.stdout, cleared.stderr
     assert not (book / "src" / "results" / "other.json").exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import sys
 import tempfile
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,8 @@ class Book:
         from sphinx.util.tags import Tags
 
         try:
-            config = Config.read(self.confdir, overrides={}, tags=Tags())
+            with redirect_stdout(sys.stderr):  # what conf.py prints is not the command's output
+                config = Config.read(self.confdir, overrides={}, tags=Tags())
             config.add(name, default, "env", ())
             config.init_values()  # Sphinx before 7.3 takes conf.py's values only here
             return getattr(config, name)
@@ -79,7 +81,7 @@ class Book:
         overrides: dict[str, Any] = {"livecells_execute": "cache"}
         if store is not None:
             overrides["livecells_store"] = str(store.resolve())
-        with tempfile.TemporaryDirectory(prefix="livecells-report-") as work:
+        with tempfile.TemporaryDirectory(prefix="livecells-report-") as work, redirect_stdout(sys.stderr):
             try:
                 app = Sphinx(
                     str(self.source), str(self.confdir), f"{work}/out", f"{work}/doctrees", "dummy",
