@@ -318,6 +318,12 @@ BAD_VALUES = {
     "launch": [3, None, "https://x.org/{path}", ["https://x.org/{path}"], {"colab": "javascript:x"},
                {"colab": {"pytorch": 3}}, {"colab": {}}, {"": "https://x.org/{path}"}, {"x": "https://x.org/{p}"}],
     "image_options": [3, None, "80%", {"width": "wide"}, {"scale": 50}, {"classes": "!!!"}],
+    "execute_exclude": [3, [1], [""], None],
+    "allow_errors": ["yes", 1, None],
+    "stderr": ["loud", None, 3],
+    "show_tb": ["yes", 1, None],
+    "summary_dir": [3, None],
+    "show_host": ["yes", 0, None],
 }
 
 
@@ -392,6 +398,7 @@ BAD_OVERRIDES = {
     "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
     "launch": "https://x.org/{path}",
     "image_options": "width=80%",
+    "allow_errors": "maybe", "stderr": "loud", "show_tb": "maybe", "show_host": "maybe",
 }  # fmt: skip
 
 
@@ -399,7 +406,8 @@ BAD_OVERRIDES = {
 def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used(tmp_path, rootdir):
     from livecells.config import CONFIG_FIELDS, LivecellsConfig
 
-    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends", "env_drop"}
+    # Any string is a good list of patterns or a folder.
+    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends", "env_drop", "execute_exclude", "summary_dir"}
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text('extensions = ["livecells"]\n')

@@ -179,3 +179,16 @@ def test_two_builds_sharing_a_store_keep_both_devices(tmp_path):
     store.save_record("page", record("Xeon", "2026-01-03", [2.0]).with_devices(None))
     devices = store.records("page")["pytorch"].devices
     assert devices["Xeon"].cells[0].time == 2.0 and devices["H200"].cells[0].time == 0.01
+
+
+def test_report_compare_takes_the_books_drift_settings(tmp_path):
+    mine, theirs = OutputStore(tmp_path / "_livecells"), OutputStore(tmp_path / "release")
+    theirs.save_record("page", record("Xeon", "2026-01-01", [0.1]))
+    mine.save_record("page", record("Xeon", "2026-01-02", [0.3]))
+    (tmp_path / "conf.py").write_text("livecells_drift_factor = 4\n")
+    result = livecells_cli("report", "-s", str(tmp_path), "--compare", str(theirs.root))
+    assert result.returncode == 0 and "0 past the factor 4" in result.stdout, result
+    assert livecells_cli("report", "-s", str(tmp_path), "--compare", str(theirs.root), "--factor", "2").returncode == 1
+    (tmp_path / "conf.py").write_text("livecells_drift_factor = 'big'\nlivecells_drift_floor = 1.0\n")
+    result = livecells_cli("report", "-s", str(tmp_path), "--compare", str(theirs.root))
+    assert result.returncode == 0 and "using 2" in result.stderr and "under 1 s are noise" in result.stdout

@@ -9,11 +9,33 @@ the ratio of this store's time to the other's. A ratio past ``factor`` either wa
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 
+from livecells.cli.book import Book
 from livecells.model.records import SessionRecord
 from livecells.model.timings import Drift, drifts
 from livecells.store import OutputStore, StoreProblem
+
+#: The defaults of livecells_drift_factor and livecells_drift_floor (config.py's).
+FACTOR, FLOOR = 2.0, 0.01
+
+
+def compare_command(args: argparse.Namespace, store: OutputStore) -> int:
+    """``report --compare``: ``--factor`` and ``--floor``, else the book's conf.py values, else
+    the defaults; a value that is no number (past 1 for the factor, 0 or more for the floor)
+    is said on stderr and the default used."""
+    book = Book.at(args.source_dir, args.conf_dir)
+    factor = args.factor if args.factor is not None else book.setting("livecells_drift_factor", FACTOR)
+    floor = args.floor if args.floor is not None else book.setting("livecells_drift_floor", FLOOR)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor < math.inf:
+        print(f"warning: drift factor {factor!r} is no number greater than 1; using {FACTOR:g}", file=sys.stderr)
+        factor = FACTOR
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor < math.inf:
+        print(f"warning: drift floor {floor!r} is no number of seconds; using {FLOOR:g}", file=sys.stderr)
+        floor = FLOOR
+    return compare(store, OutputStore(args.compare), float(factor), float(floor))
 
 
 def _sessions(store: OutputStore, problems: list[str]) -> dict[tuple[str, str], SessionRecord]:

@@ -294,7 +294,10 @@ class Run:
                 decision = replace(decision, reason=chosen)
             problems = self.report_decision(session, decision)
             if decision.run:
-                jobs.append(self.job(session, key, decision))
+                # Its last run's duration (whatever its key): the scheduler's and the progress
+                # line's estimate of how long it takes.
+                estimate = latest.duration if latest is not None else None
+                jobs.append(self.job(session, key, decision, estimate))
                 continue
             outcome = session_outcome(
                 session, key, latest, Origin.STORE if stored else Origin.RECORDED,
@@ -367,7 +370,9 @@ class Run:
             warn(warning.message, warning.subtype, first)
         return [Problem(w.subtype, first, w.message) for w in decision.warnings]
 
-    def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
+    def job(
+        self, session: SessionPlan, key: str, decision: Decision, estimate: float | None = None
+    ) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
 
         log = Path(self.app.doctreedir) / "livecells-kernels" / f"{session.docname}.{session.framework}.log"
@@ -383,6 +388,7 @@ class Run:
             log_path=str(log),
             run_id=self.state.run_id,
             env_drop=self.config.env_drop,
+            estimate=estimate,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
@@ -401,18 +407,19 @@ class Run:
         from livecells.execute.scheduler import run_async
 
         scheduler = self.scheduler(gpus)
-        progress = Progress(len(jobs), self.app.verbosity)
-
-        def on_start(job: SessionJob) -> None:
-            progress.started_one(job.plan.name, len(job.plan.cells))
+        # Sessions at once, for the estimate of what is left ('auto' on a cluster: unknown).
+        at_once = self.config.jobs if isinstance(self.config.jobs, int) else None
+        if at_once is None and executor_of(self.app).runs_locally:
+            at_once = max(1, len(gpus))
+        progress = Progress(jobs, self.app.verbosity, at_once)
 
         def on_done(job: SessionJob, record: SessionRecord) -> None:
-            progress.finished_one(job.plan.name, record.status)
+            progress.finished_one(job, record.status)
             self.finished(job, record)
 
         try:
             with sigterm_as_interrupt():
-                run_async(lambda: scheduler.run(jobs, on_done, on_start))
+                run_async(lambda: progress.around(scheduler.run(jobs, on_done, progress.started_one)))
         except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
             raise ExtensionError(f"livecells: {err}") from None
         finally:
