@@ -192,3 +192,46 @@ def test_report_compare_takes_the_books_drift_settings(tmp_path):
     (tmp_path / "conf.py").write_text("livecells_drift_factor = 'big'\nlivecells_drift_floor = 1.0\n")
     result = livecells_cli("report", "-s", str(tmp_path), "--compare", str(theirs.root))
     assert result.returncode == 0 and "using 2" in result.stderr and "under 1 s are noise" in result.stdout
+
+
+class CountingSession:
+    """A kernel session's stand-in for the repeat loop: each run takes ``seconds``, and fails at
+    run ``fail_at``."""
+
+    def __init__(self, seconds: float = 0.0, fail_at: int | None = None) -> None:
+        self.seconds, self.fail_at = seconds, fail_at
+        self.calls: list[tuple[float, bool]] = []
+
+    async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> CellRecord:
+        import asyncio
+
+        self.calls.append((timeout, last))
+        await asyncio.sleep(self.seconds)
+        n = len(self.calls)
+        if n == self.fail_at:
+            return CellRecord(CellStatus.ERROR, error={"ename": "E", "evalue": "", "traceback": []}, execution_count=n)
+        return CellRecord(CellStatus.OK, outputs=[{"run": n}], time=float(n), execution_count=n)
+
+
+def test_the_repeat_loop_keeps_the_last_output_every_time_and_the_page_budget():
+    import asyncio
+    import time
+
+    from livecells.execute.scheduler import _repeated
+    from livecells.model.plans import CellPlan
+
+    cell = CellPlan(0, ("alpha",), "x", 1, 1, repeat=3, warmup=2)
+    session = CountingSession()
+    result = asyncio.run(_repeated(session, cell, 30, True))
+    assert [last for _, last in session.calls] == [False, False, False, False, True]
+    assert result.outputs == [{"run": 5}] and result.warmup == [1.0, 2.0] and result.samples == [3.0, 4.0, 5.0]
+    assert result.time == 4.0 and result.execution_count == 5
+    # A failing run is the cell's result: no figure is made of the runs before it.
+    failing = asyncio.run(_repeated(CountingSession(fail_at=3), cell, 30, False))
+    assert failing.status == CellStatus.ERROR and failing.samples == [] and failing.execution_count == 3
+    # The page's budget: each run gets what is left, and the runs made when it is spent stand.
+    slow = CountingSession(seconds=0.05)
+    ended = asyncio.run(_repeated(slow, CellPlan(0, ("alpha",), "x", 1, 1, repeat=5, warmup=1), 30, True,
+                                  time.perf_counter() + 0.12))
+    assert 2 <= len(slow.calls) <= 4 and all(limit <= 0.12 for limit, _ in slow.calls)
+    assert len(ended.warmup) == 1 and len(ended.samples) == len(slow.calls) - 1

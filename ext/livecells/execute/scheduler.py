@@ -287,7 +287,8 @@ async def run_session(
                 if cell.repeat > 1:
                     if floor is None:
                         floor = await _floor(session)
-                    results[cell.index] = await _repeated(session, cell, timeout, last)
+                    deadline = None if budget is None else ready + budget
+                    results[cell.index] = await _repeated(session, cell, timeout, last, deadline)
                 else:
                     results[cell.index] = await session.run_cell(cell.code, timeout, last=last)
             if not session.broken:
@@ -323,20 +324,28 @@ async def _floor(session: KernelSession) -> list[float]:
     return samples
 
 
-async def _repeated(session: KernelSession, cell: CellPlan, timeout: float, last: bool) -> CellRecord:
+async def _repeated(
+    session: KernelSession, cell: CellPlan, timeout: float, last: bool, deadline: float | None = None
+) -> CellRecord:
     """A cell run ``warmup + repeat`` times in its session, each run timed by the hook: the last
     run's result, with every run's time (its ``time``: the median of the timed runs). A run that
-    fails, or that the hook could not time, ends the repeats: its result is the cell's."""
+    fails, or that the hook could not time, ends the repeats: its result is the cell's. Each run
+    has the cell's ``timeout``, within the page's budget (``deadline``, on ``perf_counter``):
+    once it is spent, the runs made so far are the cell's."""
     runs = cell.warmup + cell.repeat
     times: list[float] = []
     result = CellRecord(status=CellStatus.NOT_RUN)
     for run in range(runs):
-        result = await session.run_cell(cell.code, timeout, last=last and run == runs - 1)
+        limit = timeout if deadline is None else min(timeout, deadline - time.perf_counter())
+        if run and limit <= 0:
+            break
+        result = await session.run_cell(cell.code, limit, last=last and run == runs - 1)
         if result.status != CellStatus.OK or result.time is None:
             return result
         times.append(result.time)
-    samples = times[cell.warmup:]
-    return replace(result, time=median(samples), samples=samples, warmup=times[: cell.warmup])
+    samples = times[cell.warmup:] or times[-1:]  # the budget ended the warm-up: its last run
+    warmup = times[: len(times) - len(samples)]
+    return replace(result, time=median(samples), samples=samples, warmup=warmup)
 
 
 def session_record(
