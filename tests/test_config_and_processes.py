@@ -324,6 +324,10 @@ BAD_VALUES = {
     "show_tb": ["yes", 1, None],
     "summary_dir": [3, None],
     "show_host": ["yes", 0, None],
+    "repeat": [0, -1, "3", 1.5, None, True],
+    "warmup": [-1, "x", 1.5, None, True],
+    "drift_factor": [1, 0.5, "2", None, float("nan"), float("inf")],
+    "drift_floor": [-1, "x", None, float("nan")],
 }
 
 
@@ -399,6 +403,7 @@ BAD_OVERRIDES = {
     "launch": "https://x.org/{path}",
     "image_options": "width=80%",
     "allow_errors": "maybe", "stderr": "loud", "show_tb": "maybe", "show_host": "maybe",
+    "repeat": "many", "warmup": "some", "drift_factor": "big", "drift_floor": "x",
 }  # fmt: skip
 
 
