@@ -100,6 +100,25 @@ def wait_gone(pid: int, start: int | None, timeout: float) -> bool:
     return not alive(pid, start)
 
 
+def warm_build(tmp_path, monkeypatch, warm_folders, keep_warm=120.0):
+    """A first build that keeps its templates warm: the book, its folder of records, and what
+    its cells told, by framework."""
+    src, modules = book(tmp_path, monkeypatch, keep_warm)
+    warm = src / "_build" / "doctrees" / "livecells-warm"
+    warm_folders.append(warm)
+    build_site(src)
+    return src, modules, warm, {r["cell"]: r for r in ran(tmp_path)}
+
+
+def edited_build(src: Path, tmp_path: Path) -> dict:
+    """Edit the alpha cell, build; what the one cell that ran told."""
+    page(src, tmp_path / "ran.jsonl", "alpha v2")
+    _, warnings = build_site(src)
+    assert not warnings
+    (told,) = ran(tmp_path)
+    return told
+
+
 @pytest.fixture
 def warm_folders():
     """The warm folders the test's builds use; every template they record is stopped after it."""
@@ -128,23 +147,16 @@ def test_an_edit_starts_only_the_template_of_the_session_it_runs(tmp_path, monke
 def test_a_second_build_adopts_the_template_kept_warm_and_a_new_preload_starts_one(
     tmp_path, monkeypatch, warm_folders
 ):
-    src, modules = book(tmp_path, monkeypatch, keep_warm=120)
     monkeypatch.setenv("LC_TEST_SECRET", "s3cr3t-value")
-    warm = src / "_build" / "doctrees" / "livecells-warm"
-    warm_folders.append(warm)
-    build_site(src)
+    src, modules, warm, first = warm_build(tmp_path, monkeypatch, warm_folders)
     assert not any("s3cr3t" in p.read_text() for p in warm.iterdir())  # a digest of the environment
-    first = {r["cell"]: r for r in ran(tmp_path)}
     alpha = first["alpha"]["template"]
     alpha_start = process_start(alpha)
     once = imports(modules, "lc_alpha")  # what one template's start costs (its probe imports it too)
     assert alive(alpha, alpha_start) and once >= 1  # outlived its build
     assert len(list(warm.glob("*.json"))) == 2
 
-    page(src, tmp_path / "ran.jsonl", "alpha v2")
-    _, warnings = build_site(src)
-    assert not warnings
-    (second,) = ran(tmp_path)
+    second = edited_build(src, tmp_path)
     # Forked from the same template: no new template process, the framework not imported again.
     assert second["template"] == alpha and imports(modules, "lc_alpha") == once
     assert imports(modules, "lc_beta") == once
@@ -162,26 +174,31 @@ def test_a_second_build_adopts_the_template_kept_warm_and_a_new_preload_starts_o
 
 @pytest.mark.kernel
 def test_a_changed_imported_file_means_a_new_template(tmp_path, monkeypatch, warm_folders):
-    src, modules = book(tmp_path, monkeypatch, keep_warm=120)
-    warm_folders.append(src / "_build" / "doctrees" / "livecells-warm")
-    build_site(src)
-    alpha = {r["cell"]: r for r in ran(tmp_path)}["alpha"]["template"]
+    src, modules, _, first = warm_build(tmp_path, monkeypatch, warm_folders)
+    alpha = first["alpha"]["template"]
     start, once = process_start(alpha), imports(modules, "lc_alpha")
     (modules / "lc_alpha.py").write_text(PRELOAD.format(name="lc_alpha") + "VERSION = 2\n")
-    page(src, tmp_path / "ran.jsonl", "alpha v2")
-    build_site(src)
-    (second,) = ran(tmp_path)
+    second = edited_build(src, tmp_path)
     assert second["template"] != alpha and imports(modules, "lc_alpha") == 2 * once
     assert wait_gone(alpha, start, 5)  # the stale one was stopped, not left to idle
 
 
 @pytest.mark.kernel
+def test_a_changed_environment_means_a_new_template_and_the_old_one_stops(tmp_path, monkeypatch, warm_folders):
+    src, modules, warm, first = warm_build(tmp_path, monkeypatch, warm_folders)
+    alpha = first["alpha"]["template"]
+    start, once = process_start(alpha), imports(modules, "lc_alpha")
+    monkeypatch.setenv("LC_TEST_SETTING", "changed")  # a preload might read it at import
+    second = edited_build(src, tmp_path)
+    assert second["template"] != alpha and imports(modules, "lc_alpha") == 2 * once
+    assert wait_gone(alpha, start, 5)  # one template kept per key: the other environment's stops
+    assert len(list(warm.glob("*.json"))) == 2  # the new alpha, and beta (not run, kept)
+
+
+@pytest.mark.kernel
 def test_a_template_kept_warm_ends_after_its_idle_time(tmp_path, monkeypatch, warm_folders):
-    src, _ = book(tmp_path, monkeypatch, keep_warm=2)
-    warm = src / "_build" / "doctrees" / "livecells-warm"
-    warm_folders.append(warm)
-    build_site(src)
-    pids = {r["template"] for r in ran(tmp_path)}
+    _, _, warm, first = warm_build(tmp_path, monkeypatch, warm_folders, keep_warm=2)
+    pids = {r["template"] for r in first.values()}
     starts = {pid: process_start(pid) for pid in pids}
     assert len(pids) == 2 and all(alive(pid, start) for pid, start in starts.items())
     folders = [os.path.dirname(json.loads(p.read_text())["path"]) for p in warm.glob("*.json")]
@@ -193,21 +210,15 @@ def test_a_template_kept_warm_ends_after_its_idle_time(tmp_path, monkeypatch, wa
 
 @pytest.mark.kernel
 def test_a_second_build_at_once_starts_its_own_template(tmp_path, monkeypatch, warm_folders):
-    src, modules = book(tmp_path, monkeypatch, keep_warm=120)
-    warm = src / "_build" / "doctrees" / "livecells-warm"
-    warm_folders.append(warm)
-    build_site(src)
-    alpha = {r["cell"]: r for r in ran(tmp_path)}["alpha"]["template"]
-    once = imports(modules, "lc_alpha")
+    src, modules, warm, first = warm_build(tmp_path, monkeypatch, warm_folders)
+    alpha, once = first["alpha"]["template"], imports(modules, "lc_alpha")
     held = []
     for lock in warm.glob("*.lock"):  # as a build that has adopted them holds them
         fd = os.open(lock, os.O_RDWR)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.append(fd)
     try:
-        page(src, tmp_path / "ran.jsonl", "alpha v2")
-        build_site(src)
-        (second,) = ran(tmp_path)
+        second = edited_build(src, tmp_path)
     finally:
         for fd in held:
             os.close(fd)

@@ -176,6 +176,9 @@ class ForkServer:
             if template is not None:
                 self.tell(f"kernels of {key[0]} fork from the template kept warm for {list(key[1])}")
             else:
+                # One template kept per key: those kept for another environment stop (unless held).
+                if warm.stop_all(self.keep_warm.folder, prefix=slot.prefix, but=slot.record):
+                    why = why or "the environment changed"
                 program = warm.program_state()
                 settings = self.keep_warm.settings(slot.record)
                 template = Template(key[0], key[1], warm.socket_folder(), env, warm=settings)

@@ -66,10 +66,12 @@ class KeepWarm:
         return {"idle": self.idle, "owner": self.owner, "owner_start": self.owner_start, "record": record}
 
 
-def digest(key: Sequence[Any], env: Mapping[str, str]) -> str:
-    """The name of the record for a template of ``key`` that imports with ``env``."""
-    text = json.dumps([list(key[0:1]), list(key[1]), [list(p) for p in key[2]], sorted(env.items())])
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+def record_name(key: Sequence[Any], env: Mapping[str, str]) -> tuple[str, str]:
+    """The name of the record for a template of ``key`` that imports with ``env``, and the part
+    of it that names the key alone (the records of one key in other environments share it)."""
+    text = json.dumps([key[0], list(key[1]), [list(p) for p in key[2]]])
+    prefix = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"{prefix}-{env_digest(env)[:12]}", prefix
 
 
 def env_digest(env: Mapping[str, str]) -> str:
@@ -85,7 +87,7 @@ class Slot:
 
     def __init__(self, keep: KeepWarm, key: Sequence[Any], env: Mapping[str, str]) -> None:
         self.keep = keep
-        name = digest(key, env)
+        name, self.prefix = record_name(key, env)
         self.record = os.path.join(keep.folder, f"{name}.json")
         self.lock_path = os.path.join(keep.folder, f"{name}.lock")
         self._fd: int | None = None
@@ -190,34 +192,52 @@ def socket_folder() -> str:
     return tempfile.mkdtemp(prefix="livecells-warm-", dir=base)
 
 
-def stop_all(folder: str, timeout: float = 10.0) -> list[int]:
-    """Stop every template recorded in ``folder`` that no build holds (tests; a clean slate);
-    the pids stopped."""
+def stop_all(folder: str, prefix: str = "", but: str = "", timeout: float = 10.0) -> list[int]:
+    """Stop every template recorded in ``folder`` (whose record's name starts with ``prefix``,
+    except the record ``but``) that no build holds; the pids stopped. A new template of a key
+    stops those of the key kept for another environment; tests stop them all."""
     stopped = []
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
     for name in names:
-        if not name.endswith(".json"):
-            continue
         record = os.path.join(folder, name)
-        try:
-            with open(record, encoding="utf-8") as handle:
-                info = json.load(handle)
-            pid, start = int(info["pid"]), info["start"]
-        except (OSError, ValueError, KeyError, TypeError):
+        if not name.endswith(".json") or not name.startswith(prefix) or record == but:
             continue
+        lock = os.open(record[: -len(".json")] + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a build holds it
+            os.close(lock)
+            continue
+        try:
+            stopped += _stop(record, timeout)
+        finally:
+            os.close(lock)
+    return stopped
+
+
+def _stop(record: str, timeout: float) -> list[int]:
+    """Stop the template ``record`` names (SIGTERM: it kills its kernels' trees; SIGKILL after
+    ``timeout``) and remove the record; its pid, if it was running."""
+    stopped = []
+    try:
+        with open(record, encoding="utf-8") as handle:
+            info = json.load(handle)
+        pid, start = int(info["pid"]), info["start"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pid, start = 0, None
+    if pid and process_start(pid) == start:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while process_start(pid) == start and time.monotonic() < deadline:
+            time.sleep(0.02)
         if process_start(pid) == start:
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while process_start(pid) == start and time.monotonic() < deadline:
-                time.sleep(0.02)
-            if process_start(pid) == start:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            stopped.append(pid)
-        with contextlib.suppress(OSError):
-            os.unlink(record)
+                os.kill(pid, signal.SIGKILL)
+        stopped.append(pid)
+    with contextlib.suppress(OSError):
+        os.unlink(record)
     return stopped
