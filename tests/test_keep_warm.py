@@ -309,3 +309,58 @@ def test_a_kernel_whose_build_died_is_killed_by_its_template():
     children[5] = 0  # ended on its own: no longer watched
     del reaper.starts[50]
     assert life.orphaned(children) == [] and life.launchers == {}
+
+
+SLEEPER = """\
+import os, time
+with open({out!r}, "w") as f:
+    f.write(f"{{os.getpid()}} {{os.getppid()}}")
+time.sleep(120)
+"""
+
+KILLABLE_DRIVER = """\
+import subprocess, sys, time
+build = subprocess.Popen([sys.executable, "-m", "sphinx", "-q", "-b", "html", sys.argv[1], sys.argv[2]])
+print(build.pid, flush=True)
+build.wait()
+print("ended", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.kernel
+def test_a_kernel_ends_with_its_build_while_the_warm_template_lives_on(tmp_path, monkeypatch, warm_folders):
+    """The build is killed (-9) in the middle of a cell: its kernel dies with it, the template kept
+    warm lives on for its owner, and the next build adopts it."""
+    src, _ = book(tmp_path, monkeypatch, keep_warm=120)
+    told = tmp_path / "sleeper.txt"
+    (src / "index.rst").write_text(
+        "T\n=\n\n.. live-cell:: alpha\n\n" + "\n".join("   " + line for line in SLEEPER.format(out=str(told)).splitlines()) + "\n"
+    )
+    out = tmp_path / "out"
+    warm_folders.append(out / ".doctrees" / "livecells-warm")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", KILLABLE_DRIVER, str(src), str(out)], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        assert driver.stdout is not None
+        build = int(driver.stdout.readline())
+        deadline = time.monotonic() + 120
+        while not told.exists() or not told.read_text():
+            assert time.monotonic() < deadline and driver.poll() is None
+            time.sleep(0.05)
+        kernel, template = map(int, told.read_text().split())
+        kernel_start, template_start = process_start(kernel), process_start(template)
+        os.kill(build, signal.SIGKILL)
+        assert driver.stdout.readline() == "ended\n"
+        assert wait_gone(kernel, kernel_start, 5)
+        assert alive(template, template_start)
+        # The lock died with the build: the next build adopts the template.
+        page(src, tmp_path / "ran.jsonl", "alpha v2")
+        subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(out)], check=True)
+        assert {r["cell"]: r["template"] for r in ran(tmp_path)}["alpha"] == template
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    assert wait_gone(template, template_start, 5)  # its owner, the driver, is gone
