@@ -201,7 +201,7 @@ def test_what_a_dask_worker_loads_does_not_load_sphinx(names):
 #: Programs that run in a kernel's (or the guard's) own interpreter, as files: that interpreter
 #: may be another Python, without livecells, Sphinx or any site-packages.
 KERNEL_SIDE = (
-    "execute/hook.py", "execute/budget.py", "execute/template.py", "execute/sharing.py",
+    "execute/hook.py", "execute/budget.py", "execute/template.py", "execute/sharing.py", "execute/lifetime.py",
     "execute/interpreter.py", "execute/reaper.py",
 )
 

@@ -310,6 +310,7 @@ BAD_VALUES = {
     "allow_html": ["no", 0],
     "executor": ["", 8786, None],
     "fork_kernels": ["no", None],
+    "keep_warm": [-1, float("inf"), "600", True, None],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
     "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
@@ -404,6 +405,7 @@ BAD_OVERRIDES = {
     "image_options": "width=80%",
     "allow_errors": "maybe", "stderr": "loud", "show_tb": "maybe", "show_host": "maybe",
     "repeat": "many", "warmup": "some", "drift_factor": "big", "drift_floor": "x",
+    "keep_warm": "soon",
 }  # fmt: skip
 
 
@@ -428,13 +430,13 @@ def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used
     for name in BAD_OVERRIDES:
         assert getattr(get_config(app.env), name) == getattr(default, name), name
     good = {"timeout": "2.5", "jobs": "2", "allow_html": "false", "raise_on_error": "yes", "output_limit": "500",
-            "depends": "a.txt,b/*.py", "device": "cpu", "latex_framework": "all"}  # fmt: skip
+            "depends": "a.txt,b/*.py", "device": "cpu", "latex_framework": "all", "keep_warm": "600"}  # fmt: skip
     (src / "index.rst").write_text("A cell\n======\n" + cell("print(1)", "pytorch"))
     app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={f"livecells_{k}": v for k, v in good.items()})
     assert warnings.count("WARNING") == 2, warnings  # the two patterns below, nothing else
     config = get_config(app.env)
     assert (config.timeout, config.jobs, config.allow_html, config.raise_on_error) == (2.5, 2, False, True)
-    assert (config.output_limit, config.depends) == (500, ("a.txt", "b/*.py"))
+    assert (config.output_limit, config.depends, config.keep_warm) == (500, ("a.txt", "b/*.py"), 600.0)
     assert "WARNING: livecells_depends (given with -D): 'a.txt' matches no file" in warnings
 
 

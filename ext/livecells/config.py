@@ -89,6 +89,12 @@ def _positive_number(value: Any) -> float:
     return float(value)
 
 
+def _idle_seconds(value: Any) -> float:
+    if value == 0 and not isinstance(value, bool):
+        return 0.0
+    return _positive_number(value)
+
+
 def _jobs(value: Any) -> int | Literal["auto"]:
     if value == "auto":
         return "auto"
@@ -378,6 +384,17 @@ class LivecellsConfig:
             "Start kernels by forking a process that has imported the framework (Linux).",
             _bool,
             "bool",
+            rebuild="",
+        ),
+    )
+    keep_warm: float = field(
+        default=0.0,
+        metadata=_meta(
+            "For edit loops (sphinx-autobuild, make html again): seconds a framework's fork-server "
+            "template may idle after a build, for the next build to adopt; 0: off. It lives at "
+            "most as long as the session (the terminal's shell) that started the build.",
+            _idle_seconds,
+            "float",
             rebuild="",
         ),
     )

@@ -169,11 +169,13 @@ LIVE_CELL = re.compile(r"^\s*\.\. live-cell::\s*(.+)$", re.MULTILINE)
 
 
 def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
-    """Start importing the frameworks while Sphinx reads, when this build will probably run cells.
+    """Start importing the frameworks while Sphinx reads, where this build is known to run cells.
 
-    Only a guess, from the pages' text: a page to read that has cells of a framework and no
-    stored results, or a source newer than them. What runs is decided after reading, by keys;
-    a wrong guess costs only a background import.
+    Known from the pages' text alone: a page to read that has cells of a framework and no stored
+    results (or every page, with ``livecells_execute = "force"``). A page that has stored results
+    may have changed in one session only (one framework's cell edited): which sessions run is
+    decided after reading, by keys, and the scheduler starts the templates of those sessions
+    alone (``ForkServer.ready``), so that an edit never imports a framework it does not run.
     """
     config = get_config(app.env)
     if not runs_cells(app) or not config.fork_kernels or not executor_of(app).runs_locally:
@@ -189,13 +191,12 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         names = {n.strip() for arg in LIVE_CELL.findall(text) for n in arg.replace(" ", ",").split(",")}
         if not names or excluded(app, docname):
             continue
-        stored = store.path(docname)
-        if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
+        if config.execute == ExecuteMode.AUTO and store.path(docname).exists():
             continue
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
-    server = build_state(app).processes.fork_server(config.env_drop, app.confdir)
+    server = build_state(app).processes.fork_server(config.env_drop, app.confdir, config.keep_warm, app.doctreedir)
     for name in config.framework_names():
         if name in wanted:
             server.prepare(config.frameworks[name])

@@ -398,7 +398,9 @@ class Run:
             gpus=tuple(gpus),
             jobs=config.jobs if isinstance(config.jobs, int) else None,
             fork=config.fork_kernels,
-            fork_server=functools.partial(processes.fork_server, config.env_drop, self.app.confdir),
+            fork_server=functools.partial(
+                processes.fork_server, config.env_drop, self.app.confdir, config.keep_warm, self.app.doctreedir
+            ),
             guard=processes.guard,
         )
         return executor_of(self.app).scheduler(resources)
