@@ -237,7 +237,7 @@ def test_the_outcome_of_a_session_the_page_does_not_show_still_says_how_it_last_
 def test_the_command_line_reports_a_stored_session_in_the_rows_a_build_reports():
     """One row shape: the command line's row of a stored session is the build's row of it
     (without the page: every stored cell counts as shown), and both fail on the same things."""
-    from livecells.cli.main import failing, report_entry
+    from livecells.cli.main import fail_classes, failing, report_entry
     from livecells.model.records import stored_outcome
     from livecells.pipeline.run import session_outcome
 
@@ -254,9 +254,9 @@ def test_the_command_line_reports_a_stored_session_in_the_rows_a_build_reports()
     for name in fields:
         assert getattr(built, name) == getattr(cli, name), name
     assert report_entry(cli)["run_time"] == 0.5 and report_entry(cli)["errors"] == 1
-    assert failing([cli], "errors") == [cli] and failing([cli], "never") == []
+    assert failing([cli], fail_classes("errors")) == [cli] and failing([cli], fail_classes("never")) == []
     could_not_run = stored_outcome("page", "alpha", SessionRecord("alpha", "k", "e", SessionStatus.FAILED))
-    assert failing([could_not_run], "errors") == [could_not_run]
+    assert failing([could_not_run], fail_classes("errors")) == [could_not_run]
 
 
 def test_the_verdict_counts_each_shown_cell_once_wherever_its_result_came_from():

@@ -298,6 +298,24 @@ def test_the_hook_runs_in_a_python_without_livecells_in_a_namespace_of_its_own()
 # --- The template's pure parts, with fakes.
 
 
+def test_the_template_kills_an_orphan_handed_to_it_after_its_kernel_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's process that forked while the dead kernel's tree was being killed reaches the
+    template (a subreaper) later, when no kernel ends: the loop's next turn kills it all the same."""
+    me = os.getpid()
+    table = {me: (1, "S"), 111: (me, "S"), 222: (me, "S"), 223: (222, "S"), 333: (999, "S"), 444: (me, "Z")}
+    killed: list[int] = []
+
+    def no_child_ended(pid: int, options: int) -> tuple[int, int]:
+        return 0, 0
+
+    monkeypatch.setattr(template.os, "waitpid", no_child_ended)
+    monkeypatch.setattr(template.reaper, "process_table", lambda: table)
+    monkeypatch.setattr(template.reaper, "kill_tree", lambda pid: killed.append(pid) or [pid])
+    children: dict[int, int | None] = {111: None}
+    template._reap(children)
+    assert killed == [222] and children == {111: None}  # the kernel lives; only the orphan goes
+
+
 def test_a_kernel_gets_the_fds_passed_for_its_streams_or_dev_null() -> None:
     assert template.streams([], 9) == (9, 9)
     assert template.streams([3], 9) == (3, 3)

@@ -221,6 +221,7 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def _stop_children(children: dict[int, int | None], path: str) -> None:
+    _kill_orphans(children)
     for pid, code in children.items():
         if code is None:
             try:
@@ -257,7 +258,6 @@ def _is_open(fd: int) -> bool:
 def _reap(children: dict[int, int | None]) -> None:
     """Collect exit statuses (Popen convention: -signal or the exit code); kill what a kernel
     that died left behind (its orphans come here: the template is a subreaper)."""
-    kernel_ended = False
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -266,13 +266,18 @@ def _reap(children: dict[int, int | None]) -> None:
         if pid == 0:
             break
         if pid in children:
-            kernel_ended = True
             children[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    if kernel_ended:
-        me = os.getpid()
-        for pid, (ppid, state) in reaper.process_table().items():
-            if ppid == me and pid not in children and state not in "ZX":
-                reaper.kill_tree(pid)
+    _kill_orphans(children)
+
+
+def _kill_orphans(children: dict[int, int | None]) -> None:
+    """Kill the tree of every child of the template that is no kernel of it: an orphan of a
+    kernel that died. Looked for on every turn of the loop, not only when a kernel ends: a
+    process of that kernel that forked while its tree was being killed is handed here later."""
+    me = os.getpid()
+    for pid, (ppid, state) in reaper.process_table().items():
+        if ppid == me and pid not in children and state not in "ZX":
+            reaper.kill_tree(pid)
 
 
 def _serve(
