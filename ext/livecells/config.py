@@ -23,7 +23,7 @@ from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
 from livecells.model.mime import PriorityOverride, priority_override
-from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, Granularity, StderrMode, Vocabulary, WarningSubtype
 from livecells.sphinx_util import from_command_line, origin
 
 logger = logging.getLogger(__name__)
@@ -297,6 +297,15 @@ class LivecellsConfig:
             "Glob patterns (relative to the source dir) of files whose change re-runs every page.",
             _patterns,
             "list of str",
+        ),
+    )
+    depends_granularity: Granularity = field(
+        default=Granularity.DEFINITIONS,
+        metadata=_meta(
+            "What of a Python module matched by livecells_depends or :depends: a session depends "
+            "on: definitions (what its cells reach) or files (the whole file).",
+            _choice(Granularity),
+            " | ".join(map(repr, Granularity.words())),
         ),
     )
     env_drop: tuple[str, ...] = field(
