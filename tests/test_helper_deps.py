@@ -270,3 +270,17 @@ def test_granularity_files_reruns_every_page_on_any_edit(book):
     assert rebuild(book, kernels, **files) == ["index", "page1", "page2", "page3"]
     change(book, "return width * height", "return height * width")
     assert rebuild(book, kernels, **files) == ["index", "page1", "page2", "page3"]
+
+
+def test_what_a_session_reaches_is_read_once_while_its_code_is_the_same(torch_source, monkeypatch):
+    usages: dict = {}
+    module = read_module("d2l.torch", "d2l/torch.py", "d", torch_source)
+    first = Helpers([module], usages).digest(PLOT, TORCH_PRELOAD, "probability [pytorch]")
+    assert list(usages) == ["probability [pytorch]"]
+    # The next build (a new Helpers on the environment's cache) reads no cell again.
+    monkeypatch.setattr(Helpers, "_usage", lambda *a: pytest.fail("read again"))
+    assert Helpers([module], usages).digest(PLOT, TORCH_PRELOAD, "probability [pytorch]") == first
+    monkeypatch.undo()
+    changed_code = [PLOT[0], PLOT[1].replace("d2l.plot", "d2l.Trainer()\nd2l.plot")]
+    assert Helpers([module], usages).digest(changed_code, TORCH_PRELOAD, "probability [pytorch]") != first
+    assert len(usages) == 1  # one entry per session

@@ -294,7 +294,8 @@ class LivecellsConfig:
     depends: tuple[str, ...] = field(
         default=(),
         metadata=_meta(
-            "Glob patterns (relative to the source dir) of files whose change re-runs every page.",
+            "Glob patterns (relative to the source dir) of files whose change re-runs every page (a "
+            "Python module: the sessions that use what changed).",
             _patterns,
             "list of str",
         ),

@@ -41,7 +41,7 @@ from livecells.pipeline.problems import report_session, report_unshown
 from livecells.pipeline.processes import Processes, sigterm_as_interrupt
 from livecells.pipeline.progress import Progress
 from livecells.plan.decide import Decision, Environment, Mode, decide
-from livecells.plan.helpers import Helpers, ModuleCache
+from livecells.plan.helpers import Helpers, ModuleCache, UsageCache
 from livecells.plan.keys import FileHashes, RunSettings, depends_split, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
 from livecells.sphinx_util import origin
@@ -131,7 +131,7 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     if state.book_depends is None:
         if fine:
             digest, state.book_helpers, problems = depends_split(
-                str(app.srcdir), config.depends, hashes, helper_modules(app.env)
+                str(app.srcdir), config.depends, hashes, helper_modules(app.env), helper_usages(app.env)
             )
             state.book_depends = (digest, problems)
         else:
@@ -141,10 +141,17 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
             warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
     book = state.book_depends[0] if config.depends else ""
     settings = RunSettings(config.timeout, config.output_limit, config.frameworks, config.env_drop)
-    helpers = (state.book_helpers or Helpers([])) if fine else None
+    helpers = (state.book_helpers or Helpers([], helper_usages(app.env))) if fine else None
     return session_keys(
         page, config.framework_names(), hashes, book, app.tags, settings, helpers, helper_modules(app.env)
     )
+
+
+def helper_usages(env: BuildEnvironment) -> UsageCache:
+    """The environment's cache of what each session reaches of the helper modules."""
+    if not hasattr(env, "livecells_helper_usages"):
+        env.livecells_helper_usages = {}  # type: ignore[attr-defined]
+    return env.livecells_helper_usages  # type: ignore[attr-defined,no-any-return]
 
 
 def helper_modules(env: BuildEnvironment) -> ModuleCache:

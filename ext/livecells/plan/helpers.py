@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -312,10 +312,15 @@ def _python(code: str) -> str | None:
         return None
 
 
+#: What sessions reach, by session (or by code): the code's digest and the :class:`Usage`. Kept
+#: in the build environment, so that a build reads again only the sessions whose code changed.
+UsageCache = dict[Hashable, tuple[str, Usage]]
+
+
 class Helpers:
     """The helper modules a session's key may cover, by import name."""
 
-    def __init__(self, modules: Iterable[HelperModule]) -> None:
+    def __init__(self, modules: Iterable[HelperModule], usages: UsageCache | None = None) -> None:
         self.modules = {m.name: m for m in sorted(modules, key=lambda m: m.name)}
         #: Every package a helper module lives in, and the helpers themselves.
         self.known = {p for name in self.modules for p in _prefixes(name)}
@@ -325,7 +330,8 @@ class Helpers:
         words = sorted(self.packages)
         self._mention = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b") if words else None
 
-        self._usages: dict[tuple[tuple[str, ...], tuple[str, ...]], Usage] = {}
+        self.usages: UsageCache = {} if usages is None else usages
+        self._names = json.dumps([sorted(self.known), sorted(self.stems)])
 
     def __bool__(self) -> bool:
         return bool(self.modules)
@@ -334,12 +340,19 @@ class Helpers:
         """The helper modules at or below ``name`` (a module, or a package that holds some)."""
         return {m for m in self.modules if m == name or m.startswith(name + ".")}
 
-    def usage(self, cells: Sequence[str], preload: Iterable[str] = ()) -> Usage:
-        """What ``cells`` (a session's code, in order) and the framework's ``preload`` reach."""
-        known = (tuple(cells), tuple(preload))
-        if known not in self._usages:
-            self._usages[known] = self._usage(*known)
-        return self._usages[known]
+    def usage(self, cells: Sequence[str], preload: Iterable[str] = (), slot: Hashable = None) -> Usage:
+        """What ``cells`` (a session's code, in order) and the framework's ``preload`` reach.
+
+        Kept in :attr:`usages` under ``slot`` (a session's name; ``None``: by its code), and
+        reused while the code, the preload and the helper modules' names are the same."""
+        preload = tuple(preload)
+        digest = _digest(list(cells), list(preload), self._names)
+        known = self.usages.get(digest if slot is None else slot)
+        if known is not None and known[0] == digest:
+            return known[1]
+        usage = self._usage(cells, preload)
+        self.usages[digest if slot is None else slot] = (digest, usage)
+        return usage
 
     def _usage(self, cells: Sequence[str], preload: Iterable[str]) -> Usage:
         usage = Usage()
@@ -442,9 +455,9 @@ class Helpers:
             return
         usage.whole |= self.under(module)  # the chain ends at a module: used as an object
 
-    def digest(self, cells: Sequence[str], preload: Iterable[str] = ()) -> str:
+    def digest(self, cells: Sequence[str], preload: Iterable[str] = (), slot: Hashable = None) -> str:
         """The part of a session's key that the helper modules make: what it reaches of each."""
-        usage = self.usage(cells, preload)
+        usage = self.usage(cells, preload, slot)
         wholes = set(usage.whole)
         imported = set(usage.imported) | set(usage.names)
         # Importing a module runs its packages' __init__ first, and the modules its code imports.
@@ -483,7 +496,9 @@ class Helpers:
 ModuleCache = dict[tuple[str, str], HelperModule]
 
 
-def read_helpers(base: str, files: Iterable[str], cache: ModuleCache | None = None) -> Helpers:
+def read_helpers(
+    base: str, files: Iterable[str], cache: ModuleCache | None = None, usages: UsageCache | None = None
+) -> Helpers:
     """The helper modules among ``files`` (the ``.py`` ones), each parsed once per content."""
     modules = []
     for path in files:
@@ -507,4 +522,4 @@ def read_helpers(base: str, files: Iterable[str], cache: ModuleCache | None = No
             if cache is not None:
                 cache[(relative, name)] = known
         modules.append(known)
-    return Helpers(modules)
+    return Helpers(modules, usages)

@@ -28,7 +28,7 @@ from typing import Any
 
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import PagePlan, SessionPlan
-from livecells.plan.helpers import Helpers, ModuleCache, read_helpers
+from livecells.plan.helpers import Helpers, ModuleCache, UsageCache, read_helpers
 
 #: Bumped when the way a session is executed changes what it would produce.
 KEY_VERSION = 2
@@ -239,7 +239,11 @@ def paths_digest(base: str, files: Iterable[Path], hashes: FileHashes | None = N
 
 
 def depends_split(
-    base: str, patterns: Iterable[str], hashes: FileHashes | None = None, cache: ModuleCache | None = None
+    base: str,
+    patterns: Iterable[str],
+    hashes: FileHashes | None = None,
+    cache: ModuleCache | None = None,
+    usages: UsageCache | None = None,
 ) -> tuple[str, Helpers, list[str]]:
     """As :func:`files_digest`, but the Python files among the matches are helper modules
     (:mod:`livecells.plan.helpers`), which each session's key covers as far as it uses them:
@@ -247,7 +251,7 @@ def depends_split(
     files, problems = matched_files(base, patterns)
     python = [path for path in files if path.suffix == ".py"]
     others = [path for path in files if path.suffix != ".py"]
-    return paths_digest(base, others, hashes), read_helpers(base, map(str, python), cache), problems
+    return paths_digest(base, others, hashes), read_helpers(base, map(str, python), cache, usages), problems
 
 
 def depends_digest(page: PagePlan, hashes: FileHashes | None = None) -> tuple[str, list[str]]:
@@ -278,7 +282,7 @@ def session_keys(
         base = os.path.dirname(page.source)
         digest, mine, problems = depends_split(base, page.settings.depends, hashes, cache)
         if mine:
-            helpers = Helpers([*helpers.modules.values(), *mine.modules.values()])
+            helpers = Helpers([*helpers.modules.values(), *mine.modules.values()], helpers.usages)
     if book:
         digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
     frameworks = (settings or RunSettings()).frameworks
@@ -286,7 +290,8 @@ def session_keys(
     for session in page.sessions(order, tags):
         own = digest
         spec = frameworks.get(session.framework)
-        used = helpers.digest([c.code for c in session.cells], spec.preload if spec else ()) if helpers else ""
+        preload = spec.preload if spec else ()
+        used = helpers.digest([c.code for c in session.cells], preload, session.name) if helpers else ""
         if used:
             own = hashlib.sha256(f"{digest}/{used}".encode()).hexdigest()
         keys[session.framework] = session_key(session, own, settings)
