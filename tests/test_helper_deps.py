@@ -284,3 +284,15 @@ def test_what_a_session_reaches_is_read_once_while_its_code_is_the_same(torch_so
     changed_code = [PLOT[0], PLOT[1].replace("d2l.plot", "d2l.Trainer()\nd2l.plot")]
     assert Helpers([module], usages).digest(changed_code, TORCH_PRELOAD, "probability [pytorch]") != first
     assert len(usages) == 1  # one entry per session
+
+
+def test_two_files_of_one_module_name_count_whole_both():
+    """Whichever of the two a kernel imports: an edit to what the cells do not name counts too."""
+    cells = ["import tools\ntools.a()"]
+    one = read_module("tools", "a/tools.py", "1", "def a():\n    return 1\n\ndef b():\n    return 1\n")
+    edited = read_module("tools", "a/tools.py", "2", "def a():\n    return 1\n\ndef b():\n    return 2\n")
+    other = read_module("tools", "b/tools.py", "3", "def a():\n    return 1\n")
+    assert Helpers([one]).digest(cells) == Helpers([edited]).digest(cells)  # one file: per definition
+    for order in (lambda x, y: [x, y], lambda x, y: [y, x]):
+        assert Helpers(order(one, other)).digest(cells) != Helpers(order(edited, other)).digest(cells)
+    assert Helpers([one, one]).modules["tools"].readable  # the same file twice (book and page)

@@ -321,7 +321,18 @@ class Helpers:
     """The helper modules a session's key may cover, by import name."""
 
     def __init__(self, modules: Iterable[HelperModule], usages: UsageCache | None = None) -> None:
-        self.modules = {m.name: m for m in sorted(modules, key=lambda m: m.name)}
+        by_name: dict[str, dict[str, HelperModule]] = {}
+        for module in modules:
+            by_name.setdefault(module.name, {})[module.path] = module
+        #: One module per name; two files of one name (``a/tools.py``, ``b/tools.py``), whichever
+        #: a kernel imports, count whole, both.
+        self.modules = {
+            name: next(iter(found.values())) if len(found) == 1 else HelperModule(
+                name, "; ".join(sorted(found)), _digest(sorted((m.path, m.digest) for m in found.values())),
+                readable=False,
+            )
+            for name, found in sorted(by_name.items())
+        }
         #: Every package a helper module lives in, and the helpers themselves.
         self.known = {p for name in self.modules for p in _prefixes(name)}
         self.packages = {name.split(".")[0] for name in self.modules}
@@ -329,7 +340,6 @@ class Helpers:
         self.stems = {name for name in self.modules if "." not in name}
         words = sorted(self.packages)
         self._mention = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b") if words else None
-
         self.usages: UsageCache = {} if usages is None else usages
         self._names = json.dumps([sorted(self.known), sorted(self.stems)])
 
