@@ -7,6 +7,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from sphinx.util.docutils import additional_nodes
 
 pytest_plugins = ["sphinx.testing.fixtures"]
 
@@ -36,6 +37,20 @@ def kernel_processes() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+@pytest.fixture(autouse=True)
+def docutils_left_clean():
+    """Fails the test after which a Sphinx application's docutils registrations are still in place.
+
+    A build in this process that is not cleaned up (``SphinxTestApp.cleanup``, or
+    ``docutils_namespace`` around a plain ``Sphinx``) leaves its nodes registered, and the next
+    build on the same pytest-xdist worker warns about each of them.
+    """
+    yield
+    left = sorted(node.__name__ for node in additional_nodes)
+    additional_nodes.clear()
+    assert not left, f"docutils nodes left registered by an in-process build: {left[:5]}"
 
 
 @pytest.fixture

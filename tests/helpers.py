@@ -175,10 +175,11 @@ class InProcessSession:
             data = {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in data.items()}
             return data, metadata
 
-        def display(*objs: Any, raw: bool = False, **_: Any) -> None:
+        def display(*objs: Any, raw: bool = False, metadata: Any = None, **_: Any) -> None:
             for obj in objs:
-                data, metadata = bundle(obj, raw)
-                collector.handle("display_data", {"data": data, "metadata": metadata})
+                data, formatted = bundle(obj, raw)
+                # As IPython's display: metadata given as an argument is merged over the formatter's.
+                collector.handle("display_data", {"data": data, "metadata": {**formatted, **(metadata or {})}})
 
         self.namespace["display"] = display
         started = time.perf_counter()

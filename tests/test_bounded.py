@@ -108,7 +108,7 @@ def test_no_output_reaches_the_build_whole(tmp_path):
     import asyncio
     import tracemalloc
 
-    from livecells.execute import hook
+    from livecells.execute import budget
     from livecells.execute.kernel import KernelSession
     from livecells.model.frameworks import FrameworkSpec
 
@@ -132,10 +132,10 @@ def test_no_output_reaches_the_build_whole(tmp_path):
         out = found[name].outputs[0]
         assert len(out["text"]) == 1000 and out["truncated"], name
     (shown,) = found["display"].outputs
-    assert shown["data"] == {"text/plain": f"[livecells: a text/html output of {64 << 20:,} characters was not sent: the limit is {hook.VALUE_CAP:,}]"}
+    assert shown["data"] == {"text/plain": f"[livecells: a text/html output of {64 << 20:,} characters was not sent: the limit is {budget.VALUE_CAP:,}]"}
     assert "text/html" not in found["result"].outputs[0]["data"]
     error = found["error"].error
-    assert error["ename"] == "ValueError" and len(error["evalue"]) < hook.STREAM_MIN + 100
+    assert error["ename"] == "ValueError" and len(error["evalue"]) < budget.STREAM_MIN + 100
     assert "more characters were not sent" in error["evalue"]
     assert len(found["displays"].outputs) == 501  # the collector's 500, and its note
     for name, what in [("comm", "comm_open"), ("metadata", "display_data")]:

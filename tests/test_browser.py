@@ -111,13 +111,20 @@ def browser(site) -> Iterator[Any]:
     """Debian's Chromium, headless, through Playwright (no browser download). After the build:
     Playwright's sync API runs an asyncio loop in this thread, where the build's kernels cannot
     start theirs (so a test run alone, ``-k``, would otherwise fail)."""
+    with chromium() as started:
+        yield started
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium, headless, through Playwright; closed at the end."""
     playwright = sync_api.sync_playwright().start()
     try:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            yield chromium
+            yield browser
         finally:
-            chromium.close()
+            browser.close()
     finally:
         playwright.stop()
 
@@ -385,3 +392,59 @@ def test_stored_text_around_outputs_is_no_math_even_with_html_from_cells_on(tmp_
         meta.click()
         page.get_by_text("DEVICE").click(force=True)
         assert page.evaluate("() => window.pwned === undefined"), page.evaluate("() => window.pwned")
+
+
+# -- collapsed code and output (:collapse-code:, :collapse-output:): <details>, no script --------
+
+COLLAPSE_PAGE = """Collapsed
+=========
+
+.. live-cell:: pytorch
+   :collapse-code:
+   :collapse-output: The numbers
+
+   print("collapsed-output", sum(range(4)))
+
+.. live-cell:: mxnet
+   :collapse-code:
+
+   print("mxnet's own")
+"""
+
+
+def test_a_collapsed_part_opens_and_closes_with_the_keyboard(tmp_path, browser):
+    _, outdir, warnings = math_site(tmp_path, "", COLLAPSE_PAGE)
+    assert "WARNING" not in warnings, warnings
+    context = browser.new_context(java_script_enabled=False)  # the toggle needs no script
+    context.set_default_timeout(10_000)
+    try:
+        page = context.new_page()
+        with serving(outdir) as url:
+            page.goto(url + "index.html")
+            cell = page.locator("div.livecells-cell").first
+            code = cell.locator("details.livecells-collapsed-code")
+            output = cell.locator("details.livecells-collapsed-output")
+            expect(code.locator(".livecells-input")).to_be_hidden()
+            expect(output.get_by_text("collapsed-output 6")).to_be_hidden()
+            expect(code.locator("summary")).to_have_text("Show code", use_inner_text=True)  # not "Hide code"
+            summary_js = "() => document.activeElement.tagName === 'SUMMARY' && document.activeElement.textContent"
+            for _ in range(60):  # Tab through furo's header and sidebar, and the tabs, to the first summary
+                page.keyboard.press("Tab")
+                if page.evaluate(summary_js):
+                    break
+            assert page.evaluate(summary_js) == "Show codeHide code"
+            assert page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle") != "none"
+            page.keyboard.press("Enter")
+            expect(code.locator(".livecells-input")).to_be_visible()
+            expect(code.locator("summary")).to_have_text("Hide code", use_inner_text=True)
+            page.keyboard.press("Tab")  # on to the output's summary: the author's words
+            assert page.evaluate(summary_js) == "The numbers"
+            page.keyboard.press("Space")
+            expect(output.get_by_text("collapsed-output 6")).to_be_visible()
+            page.keyboard.press("Space")
+            expect(output.get_by_text("collapsed-output 6")).to_be_hidden()
+            page.keyboard.press("Shift+Tab")
+            page.keyboard.press("Enter")
+            expect(code.locator(".livecells-input")).to_be_hidden()
+    finally:
+        context.close()

@@ -316,6 +316,15 @@ BAD_VALUES = {
     "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
                       [("*", "text/plain", "1")], [["", "text/plain", 1]]],
     "env_drop": [3, [1], [""], None, {"A": 1}],
+    "launch": [3, None, "https://x.org/{path}", ["https://x.org/{path}"], {"colab": "javascript:x"},
+               {"colab": {"pytorch": 3}}, {"colab": {}}, {"": "https://x.org/{path}"}, {"x": "https://x.org/{p}"}],
+    "image_options": [3, None, "80%", {"width": "wide"}, {"scale": 50}, {"classes": "!!!"}],
+    "execute_exclude": [3, [1], [""], None],
+    "allow_errors": ["yes", 1, None],
+    "stderr": ["loud", None, 3],
+    "show_tb": ["yes", 1, None],
+    "summary_dir": [3, None],
+    "show_host": ["yes", 0, None],
 }
 
 
@@ -388,6 +397,9 @@ BAD_OVERRIDES = {
     "frameworks": "x", "execute": "nope", "device": "cuda", "timeout": "abc", "jobs": "0",
     "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
     "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
+    "launch": "https://x.org/{path}",
+    "image_options": "width=80%",
+    "allow_errors": "maybe", "stderr": "loud", "show_tb": "maybe", "show_host": "maybe",
     "depends_granularity": "file",
 }  # fmt: skip
 
@@ -396,7 +408,8 @@ BAD_OVERRIDES = {
 def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used(tmp_path, rootdir):
     from livecells.config import CONFIG_FIELDS, LivecellsConfig
 
-    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends", "env_drop"}
+    # Any string is a good list of patterns or a folder.
+    assert set(BAD_OVERRIDES) == set(CONFIG_FIELDS) - {"depends", "env_drop", "execute_exclude", "summary_dir"}
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text('extensions = ["livecells"]\n')
@@ -490,7 +503,7 @@ def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphi
 
 @pytest.mark.kernel
 def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
-    from livecells.execute.forkserver import MARKER
+    from livecells.execute.forked import MARKER
 
     monkeypatch.setenv("MY_SECRET", "s3")
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_x")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -29,8 +30,8 @@ from livecells.execute.dask.cluster import check_executor  # noqa: E402
 from livecells.execute.dask.scheduler import DaskScheduler  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
 from livecells.execute.executors import ExecutorProblem  # noqa: E402
-from livecells.execute.forkserver import MARKER  # noqa: E402
-from livecells.execute.scheduler import SessionJob  # noqa: E402
+from livecells.execute.forked import MARKER  # noqa: E402
+from livecells.execute.scheduler import SessionJob, cell_listener  # noqa: E402
 from livecells.execute.worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan  # noqa: E402
@@ -244,6 +245,40 @@ def _run(executor: str, jobs: list[SessionJob], fork: bool = True) -> dict[str, 
 
     asyncio.run(DaskScheduler(executor, timeout=10, fork=fork).run(jobs, on_done))
     return records
+
+
+def test_sessions_start_on_the_cluster_in_the_local_order_longest_stored_first(cluster, tmp_path):
+    """The same order as the local scheduler (livecells.execute.scheduler.run_order): the two
+    sessions that took longest last time, last in the document, are the first two to start."""
+    local, _ = cluster
+    names = ["s1", "s2", "s3", "s4", "long1", "long2"]
+    estimates = [1.0, 2.0, 1.5, 1.0, 40.0, 30.0]
+    jobs = []
+    for name, estimate in zip(names, estimates):
+        page = tmp_path / f"{name}.rst"
+        page.write_text(f"{name}\n", encoding="utf-8")
+        job = _job(page, f"open('order.txt', 'a').write('{name}\\n')")
+        jobs.append(dataclasses.replace(job, estimate=estimate))
+    records = _run(local.scheduler_address, jobs)
+    assert all(r.status == "ok" for r in records.values()), records
+    started = (tmp_path / "order.txt").read_text().split()
+    assert sorted(started) == sorted(names)
+    assert set(started[:2]) == {"long1", "long2"}, started
+
+
+def test_the_build_hears_of_each_cell_a_session_sends_on_a_worker(cluster, tmp_path):
+    """The progress line's "cell n of m" for a cluster's sessions: the worker's events."""
+    local, _ = cluster
+    page = tmp_path / "cells.rst"
+    page.write_text("cells\n", encoding="utf-8")
+    heard: list[tuple[str, int, int]] = []
+    token = cell_listener.set(lambda job, n, m: heard.append((job.plan.docname, n, m)))
+    try:
+        records = _run(local.scheduler_address, [_job(page, "1", "import time; time.sleep(2)")])
+    finally:
+        cell_listener.reset(token)
+    assert records["cells"].status == "ok"
+    assert heard == [("cells", 1, 2), ("cells", 2, 2)]
 
 
 def _gone(pids: list[int], within: float) -> bool:

@@ -18,7 +18,8 @@ import pytest
 
 from livecells.config import LivecellsConfig
 from livecells.execute import template as template_program
-from livecells.execute.forkserver import MARKER, ForkedProcess, ForkServer
+from livecells.execute.forked import MARKER, ForkedProcess
+from livecells.execute.forkserver import ForkServer
 from livecells.execute.kernel import KERNEL_ARGUMENTS, KernelSession
 from livecells.model.frameworks import FrameworkSpec
 

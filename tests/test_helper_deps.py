@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from livecells.plan.helpers import Helpers, module_name, read_helpers, read_module
+from livecells.plan.helpers import Helpers, read_helpers
+from livecells.plan.modules import module_name, read_module
 
 from helpers import FakeKernels, build_site, d2l_corpus
 

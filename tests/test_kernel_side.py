@@ -1,5 +1,5 @@
-"""Kernel-side code as modules: the timing hook (execute/hook.py) and the fork-server template
-(execute/template.py), unit-tested with fakes in this process; run as files by a Python without
+"""Kernel-side code as modules: the timing hook (execute/hook.py, its output budget execute/budget.py)
+and the fork-server template (execute/template.py, execute/sharing.py), unit-tested with fakes in this process; run as files by a Python without
 livecells; and one real kernel, to show that the hook's file is what times its cells."""
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from typing import Any
 import psutil
 import pytest
 
-from livecells.execute import environment, hook, interpreter, reaper, template
+from livecells.execute import budget, environment, hook, interpreter, reaper, sharing, template
 from livecells.execute.environment import is_own_python, kernel_python
 from livecells.execute.forkserver import _key
-from livecells.execute.kernel import PROBE_EXPRESSION, TIME_EXPRESSION, KernelSession, hook_request, hook_source
+from livecells.execute.hook_call import PROBE_EXPRESSION, TIME_EXPRESSION, budget_source, hook_request, hook_source
+from livecells.execute.kernel import KernelSession
 from livecells.execute.reaper import Guard
 from livecells.model.frameworks import FrameworkSpec
 
@@ -255,7 +256,12 @@ def test_the_hook_sent_is_the_file_read_once_and_install_called_with_the_setting
     assert program.startswith(hook_source())
     install = ast.parse(program[len(hook_source()):]).body
     assert len(install) == 1 and install[0].value.func.id == "install"
-    settings = {kw.arg: ast.literal_eval(kw.value) for kw in install[0].value.keywords}
+    keywords = {kw.arg: kw.value for kw in install[0].value.keywords}
+    bounds = keywords.pop("bound_output")  # the budget's file, made a module of its own
+    assert isinstance(bounds, ast.Attribute) and bounds.attr == "bound_output" and bounds.value.func.id == "load"
+    assert [ast.literal_eval(arg) for arg in bounds.value.args] == ["_livecells_budget", budget_source(), budget.__file__]
+    assert budget_source() is budget_source() and budget_source() == Path(budget.__file__).read_text(encoding="utf-8")
+    settings = {name: ast.literal_eval(value) for name, value in keywords.items()}
     assert settings == {"sync": SPEC.sync, "gpu_used": SPEC.gpu_used, "preload": ["json"],
                         "version_module": "_lc_test_framework", "output_limit": 2500}
     assert [ast.literal_eval(k) for k in namespace.keys] == ["get_ipython", "__name__"]
@@ -345,10 +351,10 @@ def test_every_generator_the_template_imported_is_reseeded() -> None:
 def test_a_template_refuses_to_fork_once_cuda_is_initialised(monkeypatch: pytest.MonkeyPatch) -> None:
     cuda = types.SimpleNamespace(is_initialized=lambda: True)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    assert "initialised CUDA" in template._cuda_touched()
+    assert "initialised CUDA" in sharing.cuda_touched()
     cuda.is_initialized = lambda: False
     gpu_open = any(os.path.realpath(f"/proc/self/fd/{fd}").startswith("/dev/nvidia") for fd in os.listdir("/proc/self/fd"))
-    assert (template._cuda_touched() is None) is not gpu_open
+    assert (sharing.cuda_touched() is None) is not gpu_open
 
 
 def _ask(payload: bytes, fds: list[int] = ()) -> dict[str, Any]:
@@ -374,16 +380,20 @@ def test_bad_requests_get_an_answer_and_the_fds_passed_are_closed(tmp_path: Path
 
 @pytest.mark.kernel
 def test_the_template_runs_as_a_file_in_a_python_without_livecells() -> None:
-    """``python -c BOOT template.py ...`` with no site-packages: it loads reaper.py beside it,
+    """``python -c BOOT template.py ...`` with no site-packages: it loads reaper.py and sharing.py beside it,
     and (its parent is not the pid given) returns at once, leaving no livecells module."""
-    check = f"{template.BOOT}; print(__file__, reaper.__name__, [m for m in sys.modules if 'livecells' in m])"
+    check = (
+        f"{template.BOOT}; print(__file__, reaper.__name__, sharing.__name__, "
+        "[m for m in sys.modules if 'livecells' in m])"
+    )
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", check, template.__file__, "marker", "/nonexistent.sock", "1", "[]"],
         capture_output=True, text=True, timeout=60, check=True,
     )
-    assert done.stdout.split() == [template.__file__, "_livecells_reaper", "[]"]
+    assert done.stdout.split() == [template.__file__, "_livecells_reaper", "_livecells_sharing", "[]"]
     assert template._beside("reaper.py").kill_tree.__module__ == "_livecells_reaper"
-    assert "_livecells_reaper" not in sys.modules
+    assert template._beside("sharing.py").shared_roots.__module__ == "_livecells_sharing"
+    assert "_livecells_reaper" not in sys.modules and "_livecells_sharing" not in sys.modules
 
 
 def test_the_guard_runs_reaper_py_as_a_file() -> None:
@@ -621,14 +631,14 @@ def test_a_template_tells_the_files_its_imports_read_outside_the_installed_ones(
 ) -> None:
     """What a launcher checks before it forks: the imported files that no install (and so no
     environment fingerprint) accounts for, as read; and which of them changed since."""
-    from livecells.execute.forkserver import changed_file
+    from livecells.execute.forked import changed_file
 
     helper = tmp_path / "livecells_test_imported_helper.py"
     helper.write_text("VERSION = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import livecells_test_imported_helper  # noqa: F401 - imported to be found in sys.modules
 
-    files = template.imported_files(sys.modules, template.installed_folders())
+    files = sharing.imported_files(sys.modules, sharing.installed_folders())
     assert str(helper) in files
     assert not [p for p in files if "site-packages" in p or p.startswith(sys.base_prefix + os.sep)]
     assert json.__file__ not in files and pytest.__file__ not in files
@@ -644,9 +654,7 @@ def test_a_template_tells_the_files_its_imports_read_outside_the_installed_ones(
 
 
 def test_the_template_leaves_preload_output_where_the_hook_looks() -> None:
-    from livecells.execute import template
-
-    assert template.PRELOAD_OUTPUT == hook.PRELOAD_OUTPUT
+    assert sharing.PRELOAD_OUTPUT == hook.PRELOAD_OUTPUT
 
 
 def test_import_printing_takes_python_and_c_level_output_and_gives_the_streams_back(
@@ -679,11 +687,11 @@ def test_import_printing_takes_python_and_c_level_output_and_gives_the_streams_b
 
 
 def test_the_output_budget_cuts_streams_displays_and_values_before_they_are_sent() -> None:
-    budget = hook.OutputBudget(200_000)  # ten times the limit: 2,000,000 characters a stream
-    assert budget.stream_budget == 2_000_000 and hook.OutputBudget(10).stream_budget == hook.STREAM_MIN
+    outputs = budget.OutputBudget(200_000)  # ten times the limit: 2,000,000 characters a stream
+    assert outputs.stream_budget == 2_000_000 and budget.OutputBudget(10).stream_budget == budget.STREAM_MIN
 
     def stream(request: str, name: str, text: str) -> Any:
-        return budget.stream({"parent_header": {"msg_id": request}, "content": {"name": name, "text": text}})
+        return outputs.stream({"parent_header": {"msg_id": request}, "content": {"name": name, "text": text}})
 
     assert stream("a", "stdout", "x" * 1_500_000)["content"]["text"] == "x" * 1_500_000
     cut = stream("a", "stdout", "y" * 1_000_000)["content"]["text"]
@@ -695,21 +703,21 @@ def test_the_output_budget_cuts_streams_displays_and_values_before_they_are_sent
     def display(request: str, data: Any) -> Any:
         msg = {"msg_type": "display_data", "header": {"msg_type": "display_data"},
                "parent_header": {"msg_id": request}, "content": {"data": data, "transient": {}}}
-        return budget.display(msg)
+        return outputs.display(msg)
 
-    big = display("c", {"text/html": ["x" * hook.VALUE_CAP, "x"], "text/plain": "fine"})["content"]["data"]
-    assert big == {"text/plain": f"[livecells: a text/html output of {hook.VALUE_CAP + 1:,} characters "
-                   f"was not sent: the limit is {hook.VALUE_CAP:,}]"}
-    for _ in range(hook.MAX_DISPLAYS - 1):
+    big = display("c", {"text/html": ["x" * budget.VALUE_CAP, "x"], "text/plain": "fine"})["content"]["data"]
+    assert big == {"text/plain": f"[livecells: a text/html output of {budget.VALUE_CAP + 1:,} characters "
+                   f"was not sent: the limit is {budget.VALUE_CAP:,}]"}
+    for _ in range(budget.MAX_DISPLAYS - 1):
         assert display("c", {"text/plain": "1"}) is not None
     note = display("c", {"text/plain": "1"})["content"]["data"]["text/plain"]
     assert note.startswith("[livecells: this cell's displays went on past 10,000")
     assert display("c", {"text/plain": "1"}) is None
     clear = {"parent_header": {"msg_id": "c"}, "content": {"wait": True}}
-    assert all(budget.display(clear) is not None for _ in range(hook.MAX_DISPLAYS))
-    assert budget.display(clear) is None  # a flood of clear_output is cut as displays are
+    assert all(outputs.display(clear) is not None for _ in range(budget.MAX_DISPLAYS))
+    assert outputs.display(clear) is None  # a flood of clear_output is cut as displays are
     assert display("d", {"text/plain": "1"}) is not None
-    assert hook.cap_lines(["ab", "cd", "ef"], 3) == ["ab", "c\n[livecells: 1 more characters were not sent]"]
+    assert budget.cap_lines(["ab", "cd", "ef"], 3) == ["ab", "c\n[livecells: 1 more characters were not sent]"]
     result = types.SimpleNamespace(error_in_exec=ValueError("k" * 50))
-    hook.cap_error(result, 10)
+    budget.cap_error(result, 10)
     assert type(result.error_in_exec).__name__ == "ValueError" and str(result.error_in_exec).startswith("k" * 10)

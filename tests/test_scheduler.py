@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from livecells.execute.devices import GPU
-from livecells.execute.scheduler import LocalScheduler, SessionJob
+from livecells.execute.scheduler import LocalScheduler, SessionJob, cell_listener, run_order
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
 from livecells.model.records import CellRecord, Probe
@@ -75,7 +75,7 @@ def fake_session_class(rec: Recorder, start_s: float = 0.02, cell_s: float = 0.0
     return FakeSession
 
 
-def job(name: str, cells: int = 2, gpus: int = 0) -> SessionJob:
+def job(name: str, cells: int = 2, gpus: int = 0, estimate: float | None = None) -> SessionJob:
     plan = SessionPlan(
         docname=name,
         framework="alpha",
@@ -86,7 +86,7 @@ def job(name: str, cells: int = 2, gpus: int = 0) -> SessionJob:
         ),
         settings=PageSettings(),
     )
-    return SessionJob(plan, FRAMEWORK, name, "env", gpus, 30.0, 10_000)
+    return SessionJob(plan, FRAMEWORK, name, "env", gpus, 30.0, 10_000, estimate=estimate)
 
 
 def run_jobs(scheduler: LocalScheduler, jobs: list[SessionJob]) -> dict[str, dict[str, Any]]:
@@ -168,3 +168,41 @@ def test_cancelled_build_shuts_down_kernels_started_ahead() -> None:
     asyncio.run(main())
     assert sum(kind == "start" for kind, _ in rec.events) == 3
     assert rec.alive == set()
+
+
+def test_sessions_start_longest_first_by_stored_duration_and_those_without_history_first() -> None:
+    """LPT over the stored durations; a session without one may be the longest: it goes first
+    (more cells first, as for equal durations); full ties keep document order."""
+    rec = Recorder()
+    scheduler = LocalScheduler([], 2, session_class=fake_session_class(rec))
+    jobs = [
+        job("short", estimate=1.0),
+        job("new", cells=2),
+        job("long", cells=1, estimate=30.0),
+        job("newer", cells=3),
+        job("middle", estimate=5.0),
+        job("middle2", cells=4, estimate=5.0),
+        job("short2", estimate=1.0),
+    ]
+    order = ["newer", "new", "long", "middle2", "middle", "short", "short2"]
+    assert [j.plan.docname for j in run_order(jobs)] == order
+    records = run_jobs(scheduler, jobs)
+    assert all(r.status == "ok" for r in records.values()), records
+    assert [name for kind, name in rec.events if kind == "start"] == [f"/{name}" for name in order]
+
+
+def test_the_build_hears_of_each_cell_a_session_sends() -> None:
+    """The progress line's "cell n of m": told in the build's process, before each cell runs."""
+    rec = Recorder()
+    heard: list[tuple[str, int, int, int]] = []
+
+    def listener(job: SessionJob, n: int, m: int) -> None:
+        heard.append((job.plan.docname, n, m, sum(kind == "cell" for kind, name in rec.events)))
+
+    scheduler = LocalScheduler([], 1, prestart=1, session_class=fake_session_class(rec))
+    token = cell_listener.set(listener)
+    try:
+        run_jobs(scheduler, [job("a", cells=3), job("b", cells=1)])
+    finally:
+        cell_listener.reset(token)
+    assert heard == [("a", 1, 3, 0), ("a", 2, 3, 1), ("a", 3, 3, 2), ("b", 1, 1, 3)]

@@ -441,7 +441,7 @@ def test_the_report_directive_and_cli_survive_bad_sessions(site):
     (site / "other.rst").write_text((site / "other.rst").read_text() + "\n.. live-report::\n")
     write_store(site, "index", sessions)
     write_store(site, "broken", text="[[[")
-    app, warnings = cache_build(site)
+    app, warnings = cache_build(site, show_host=True)  # the stored host, its controls removed
     assert "Traceback" not in warnings
     assert "box" in page(app, "other").select_one("table.livecells-report").get_text()
     for extra in ([], ["--json"]):
@@ -604,7 +604,7 @@ def test_outputs_that_xml_cannot_hold_leave_every_xml_output_valid(site):
     sessions["alpha"]["cells"][0]["status"] = "error"
     write_store(site, "index", sessions)
     app, _ = cache_build(site)
-    ET.parse(app.outdir / "_livecells" / "junit.xml")
+    ET.parse(app.doctreedir / "livecells-summary" / "junit.xml")
     html = (app.outdir / "index.html").read_text(encoding="utf-8")
     assert "out abcdeg" in html and "md" in html
     assert not any(c in html for c in "\x00\x01\x0b\ufffe\uffff")
@@ -624,7 +624,7 @@ def test_ansi_and_controls_are_removed_for_every_builder():
         assert "<script" not in html
     assert strip_ansi("a\tb\nc") == "a\tb\nc"
     assert ansi_to_html("\x1b[31mred\x1b[0m") == '<span class="ansi-red-fg">red</span>'
-    assert ansi_to_html("\x1b[1;38:5:1mx") == '<span class="ansi-bold">x</span>'
+    assert ansi_to_html("\x1b[1;38:5:1mx") == '<span class="ansi-bold ansi-red-fg">x</span>'
     assert strip_controls("a\x00b\x85c\u2028d") == "abc\u2028d"
 
 

@@ -136,6 +136,7 @@ livecells_frameworks = {frameworks!r}
 def build(src: Path, out: Path, tabs: list[str], parallel: int = 2):
     from docutils import nodes
     from sphinx.application import Sphinx
+    from sphinx.util.docutils import docutils_namespace
 
     from livecells.convert.tree import convert_tree
     from livecells.read.collect import plans
@@ -151,32 +152,35 @@ def build(src: Path, out: Path, tabs: list[str], parallel: int = 2):
     excluded = [f"{x}.md" for x in EXCLUDED[:-1]] + ["contrib/**", "_build/**", "img/**"]
     frameworks = {t: {"kernel": "python3"} for t in tabs}
     (book / "conf.py").write_text(CONF.format(excluded=excluded, frameworks=frameworks), encoding="utf-8")
-    warnings = io.StringIO()
-    app = Sphinx(book, book, out / "_build", out / "_doctrees", "dummy",
-                 status=None, warning=warnings, freshenv=True, parallel=parallel)
-    app.build()
-    docs = {}
-    std, math = app.env.domains["std"], app.env.domains["math"]
-    for docname in sorted(app.env.found_docs):
-        tree = app.env.get_doctree(docname)
-        ids = {i: n for n in tree.findall(nodes.Element) for i in n.get("ids", [])}
-        docs[docname] = {
-            "figures": sum(1 for _ in tree.findall(nodes.figure)),
-            "captions": sum(1 for f in tree.findall(nodes.figure) if any(isinstance(c, nodes.caption) for c in f)),
-            "equations": sum(1 for _ in tree.findall(nodes.math_block)),
-            "tables": sum(1 for t in tree.findall(nodes.table) if any(isinstance(c, nodes.title) for c in t)),
-            "eval_rst": sum(1 for b in tree.findall(nodes.literal_block) if b.get("language") == "eval_rst"),
-            "ids": ids,
-        }
-    labels = {}
-    kinds = {nodes.section: "section", nodes.figure: "figure", nodes.table: "table"}
-    # A label on a section, a captioned figure or table is in std.labels; others only in anonlabels.
-    for name, (docname, labelid, *_) in [*std.anonlabels.items(), *std.labels.items()]:
-        node = docs.get(docname, {}).get("ids", {}).get(labelid)
-        labels[name] = (docname, kinds.get(type(node), "other"))
-    for name, (docname, _) in math.equations.items():
-        labels[name.lower()] = (docname, "equation")
-    return results, plans(app.env), docs, labels, re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())
+    # docutils_namespace: the nodes, roles and directives this build registers are gone after it
+    # (sphinx-build does the same), so that later in-process builds start clean.
+    with docutils_namespace():
+        warnings = io.StringIO()
+        app = Sphinx(book, book, out / "_build", out / "_doctrees", "dummy",
+                     status=None, warning=warnings, freshenv=True, parallel=parallel)
+        app.build()
+        docs = {}
+        std, math = app.env.domains["std"], app.env.domains["math"]
+        for docname in sorted(app.env.found_docs):
+            tree = app.env.get_doctree(docname)
+            ids = {i: n for n in tree.findall(nodes.Element) for i in n.get("ids", [])}
+            docs[docname] = {
+                "figures": sum(1 for _ in tree.findall(nodes.figure)),
+                "captions": sum(1 for f in tree.findall(nodes.figure) if any(isinstance(c, nodes.caption) for c in f)),
+                "equations": sum(1 for _ in tree.findall(nodes.math_block)),
+                "tables": sum(1 for t in tree.findall(nodes.table) if any(isinstance(c, nodes.title) for c in t)),
+                "eval_rst": sum(1 for b in tree.findall(nodes.literal_block) if b.get("language") == "eval_rst"),
+                "ids": ids,
+            }
+        labels = {}
+        kinds = {nodes.section: "section", nodes.figure: "figure", nodes.table: "table"}
+        # A label on a section, a captioned figure or table is in std.labels; others only in anonlabels.
+        for name, (docname, labelid, *_) in [*std.anonlabels.items(), *std.labels.items()]:
+            node = docs.get(docname, {}).get("ids", {}).get(labelid)
+            labels[name] = (docname, kinds.get(type(node), "other"))
+        for name, (docname, _) in math.equations.items():
+            labels[name.lower()] = (docname, "equation")
+        return results, plans(app.env), docs, labels, re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())
 
 
 def main() -> int:

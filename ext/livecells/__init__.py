@@ -31,10 +31,13 @@ def setup(app: Sphinx) -> dict[str, Any]:
     from livecells.read.directives import setup_directives
     from livecells.read.grouping import setup_grouping
     from livecells.read.nodes import setup_nodes
+    from livecells.read.values import setup_values_read
     from livecells.render.cells import setup_render
     from livecells.render.latex import setup_latex
+    from livecells.render.launch import setup_launch
     from livecells.render.notebooks import setup_notebooks
     from livecells.render.report import setup_report
+    from livecells.render.values import setup_values_render
 
     app.setup_extension("sphinx_design")
     setup_config(app)
@@ -45,8 +48,11 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_pipeline(app)
     setup_render(app)
     setup_notebooks(app)
+    setup_launch(app)
     setup_report(app)
     setup_latex(app)
+    setup_values_read(app)
+    setup_values_render(app)
     app.connect("builder-inited", _add_static_path)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}
 

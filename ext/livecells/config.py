@@ -16,12 +16,14 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
+from livecells.model.launch import PLACEHOLDERS, LaunchTarget, launch_target
 from livecells.model.mime import PriorityOverride, priority_override
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, Granularity, StderrMode, Vocabulary, WarningSubtype
 from livecells.sphinx_util import from_command_line, origin
@@ -166,9 +168,56 @@ def _mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
     return tuple(kept)
 
 
+def _launch(value: Any) -> tuple[LaunchTarget, ...]:
+    """Service -> URL template (or framework -> template), checked entry by entry (see
+    :mod:`livecells.model.launch`)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError("must be a mapping of service -> URL template (or framework -> URL template)")
+    kept: list[LaunchTarget] = []
+    problems: list[str] = []
+    for name, entry in value.items():
+        try:
+            kept.append(launch_target(name, entry))
+        except ValueError as err:
+            problems.append(f"entry {_shown(name)}: {err}")
+    if problems:
+        raise EntriesDropped(tuple(kept), problems)
+    return tuple(kept)
+
+
 def _shown(value: Any) -> str:
     shown = repr(value)
     return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+#: Options of an output image, as the image directive checks them: livecells_image_options'
+#: keys, and (named image-*) live-cell options.
+IMAGE_CHECKS: dict[str, Callable[[str], Any]] = {
+    "width": directives.length_or_percentage_or_unitless,
+    "height": directives.length_or_unitless,
+    "alt": directives.unchanged_required,
+    "classes": directives.class_option,
+}
+
+
+def _image_options(value: Any) -> dict[str, Any]:
+    """Default options of every output image (``IMAGE_CHECKS``'s keys), checked one by one."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"must be a dict with any of {', '.join(IMAGE_CHECKS)}")
+    kept: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, item in value.items():
+        if key not in IMAGE_CHECKS:
+            problems.append(f"{_shown(key)}: not one of {', '.join(IMAGE_CHECKS)}")
+            continue
+        text = " ".join(map(str, item)) if isinstance(item, (list, tuple)) else str(item)
+        try:
+            kept[key] = IMAGE_CHECKS[key](text)
+        except ValueError as err:
+            problems.append(f"{key}: {' '.join(str(err).split()).rstrip('.')}")
+    if problems:
+        raise EntriesDropped(kept, problems)
+    return kept
 
 
 def _bool(value: Any) -> bool:
@@ -215,6 +264,15 @@ class LivecellsConfig:
             rebuild="",
         ),
     )
+    execute_exclude: tuple[str, ...] = field(
+        default=(),
+        metadata=_meta(
+            "Glob patterns of pages (docnames or source paths, relative to the source dir, as "
+            "exclude_patterns) that never run: they show stored results, else recorded outputs.",
+            _patterns,
+            "list of str",
+        ),
+    )
     device: DeviceMode = field(
         default=DeviceMode.AUTO,
         metadata=_meta(
@@ -241,6 +299,33 @@ class LivecellsConfig:
         metadata=_meta(
             "The build fails at its end if a page shows an unexpected error, a cell not run or a "
             "stale result.",
+            _bool,
+            "bool",
+            rebuild="",
+        ),
+    )
+    allow_errors: bool = field(
+        default=False,
+        metadata=_meta(
+            "Every cell may raise: its error is shown, expected as with a bare :raises:, and no "
+            "failure.",
+            _bool,
+            "bool",
+        ),
+    )
+    stderr: StderrMode = field(
+        default=StderrMode.SHOW,
+        metadata=_meta(
+            "What a cell's stderr does where its :stderr: says nothing: show, remove (or hide), "
+            "remove-warn, warn, error or severe (both fail the cell).",
+            _choice(StderrMode),
+            " | ".join(map(repr, STDERR_MODES)),
+        ),
+    )
+    show_tb: bool = field(
+        default=False,
+        metadata=_meta(
+            "A failing cell's warning is followed by its traceback, as plain text.",
             _bool,
             "bool",
             rebuild="",
@@ -291,6 +376,16 @@ class LivecellsConfig:
             "list of (str, str, int | None)",
         ),
     )
+    image_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_meta(
+            "Options of every output image (width, height, alt, classes), as MyST-NB's "
+            "nb_render_image_options; a cell's :image-*: options win; a bad entry is dropped.",
+            _image_options,
+            "dict",
+            rebuild="html",
+        ),
+    )
     depends: tuple[str, ...] = field(
         default=(),
         metadata=_meta(
@@ -319,6 +414,36 @@ class LivecellsConfig:
             rebuild="",
         ),
     )
+    summary_dir: str = field(
+        default="",
+        metadata=_meta(
+            "Folder of summary.json, junit.xml and report.txt, relative to the source dir; empty: "
+            "livecells-summary in the doctree folder, outside the published site.",
+            _optional_string,
+            "str",
+            rebuild="",
+        ),
+    )
+    show_host: bool = field(
+        default=False,
+        metadata=_meta(
+            "A stored result's line names the machine it ran on.",
+            _bool,
+            "bool",
+        ),
+    )
+
+    launch: tuple[LaunchTarget, ...] = field(
+        default=(),
+        metadata=_meta(
+            "Links that open a page's notebook of each framework in a notebook service: service "
+            "(colab, binder, studiolab, or a label) -> URL template, or -> {framework: template}; "
+            f"placeholders {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; a bad entry is dropped.",
+            _launch,
+            "dict",
+            rebuild="html",
+        ),
+    )
 
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
@@ -340,10 +465,14 @@ def raw_default(name: str) -> Any:
     """The default of ``livecells_<name>`` as conf.py would give it."""
     if name == "frameworks":
         return DEFAULT_FRAMEWORKS
-    if name in {"depends", "mime_priority"}:
+    if name in {"depends", "mime_priority", "execute_exclude"}:
         return []
+    if name == "launch":
+        return {}
     if name == "env_drop":
         return list(DEFAULT_ENV_DROP)
+    if name == "image_options":
+        return {}
     f = CONFIG_FIELDS[name]
     return str(f.default) if isinstance(f.default, Vocabulary) else f.default
 
@@ -354,8 +483,12 @@ def _raw_used(name: str, used: LivecellsConfig) -> Any:
         return {n: spec.settings() for n, spec in used.frameworks.items()}
     if name == "mime_priority":
         return [(o.builder, o.mime, o.priority) for o in used.mime_priority]
-    if name in {"depends", "env_drop"}:
+    if name in {"depends", "env_drop", "execute_exclude"}:
         return list(getattr(used, name))
+    if name == "launch":
+        return {target.name: target.raw() for target in used.launch}
+    if name == "image_options":
+        return dict(used.image_options)
     return raw_default(name)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from livecells import __version__
+from livecells.cli.book import Book, BookProblem
 from livecells.model.folders import store_problem
 from livecells.model.records import SessionOutcome, stored_outcome
 from livecells.model.text import one_line
@@ -19,7 +20,7 @@ from livecells.store import OutputStore, StoreProblem
 
 def _store(args: argparse.Namespace) -> OutputStore:
     source = Path(args.source_dir)
-    store = Path(args.store) if args.store else source / "_livecells"
+    store = Path(args.store) if args.store else Book.at(args.source_dir, args.conf_dir).store()
     problem = store_problem(source, str(store.resolve()))
     if problem:  # the whole tree would be read as the store, and cleared
         raise StoreProblem(f"--store {store}: {problem}")
@@ -75,40 +76,94 @@ def _fmt(value: Any) -> str:
     return "" if value is None else one_line(str(value), 80)
 
 
-def failing(rows: list[SessionOutcome], fail_on: str) -> list[SessionOutcome]:
-    """The rows that fail ``report``'s exit status: sessions that failed or have cells that
-    failed (``--fail-on errors``), or also cells that did not run (``problems``, the default)."""
-    if fail_on == "never":
-        return []
-    return [
-        r for r in rows
-        if r.status == SessionStatus.FAILED or r.errors or (fail_on != "errors" and r.not_run)
-    ]
+#: The classes of cells ``report --fail-on`` can fail on (see model.records.verdict), and the
+#: older names: ``problems`` (error and not-run, the default), ``errors``, ``never``.
+CLASSES = ("error", "not-run", "stale")
+ALIASES = {"problems": ("error", "not-run"), "errors": ("error",), "never": ()}
+
+
+def fail_classes(value: str) -> tuple[str, ...]:
+    """``--fail-on``'s value: a comma list of :data:`CLASSES`, or one of :data:`ALIASES`."""
+    if value.strip() in ALIASES:
+        return ALIASES[value.strip()]
+    found = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+    wrong = [part for part in found if part not in CLASSES]
+    if wrong or not found:
+        known = ", ".join(CLASSES + tuple(ALIASES))
+        raise argparse.ArgumentTypeError(f"{', '.join(wrong) or 'nothing'}: not one of {known}")
+    return found
+
+
+def _fail_on(value: str) -> str:
+    fail_classes(value)  # argparse reports what is wrong
+    return value
+
+
+def counted(session: SessionOutcome, classes: Sequence[str]) -> dict[str, int]:
+    """The session's cells in each of ``classes`` (a session that failed counts as an error)."""
+    counts = {
+        "error": session.errors + (session.status == SessionStatus.FAILED and not session.errors),
+        "not-run": session.not_run,
+        "stale": session.stale_cells,
+    }
+    return {name: counts[name] for name in classes if counts[name]}
+
+
+def failing(rows: list[SessionOutcome], classes: Sequence[str]) -> list[SessionOutcome]:
+    """The rows that fail ``report``'s exit status: those with a cell in one of ``classes``."""
+    return [r for r in rows if counted(r, classes)]
+
+
+def report_pages(args: argparse.Namespace, classes: Sequence[str]) -> int:
+    """The exit status of ``--fail-on`` with stale: what the book's pages show, as a build
+    would show them now (1 when a cell is in one of ``classes``)."""
+    outcome = Book.at(args.source_dir, args.conf_dir).pages_outcome(Path(args.store) if args.store else None)
+    sessions = sorted(outcome.sessions.values(), key=lambda s: (s.page, s.framework))
+    bad = failing(sessions, classes)
+    unknown = len(outcome.unknown) if "not-run" in classes else 0
+    for session in bad:
+        what = ", ".join(f"{n} {name}" for name, n in counted(session, classes).items())
+        print(f"{session.page} [{session.framework}]: {what}", file=sys.stderr)
+    if bad or unknown:
+        unknown_note = f", {unknown} cell(s) of no known framework" if unknown else ""
+        print(
+            f"the pages show {len(bad)} session(s) with cells in {', '.join(classes)}{unknown_note} "
+            f"(--fail-on {args.fail_on}; exit status 1)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"the pages show no cell in {', '.join(classes)} ({len(sessions)} session(s))", file=sys.stderr)
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    sessions, problems = session_rows(_store(args))
+    classes = fail_classes(args.fail_on)
+    store = _store(args)
+    sessions, problems = session_rows(store)
     rows = [report_entry(session) for session in sessions]
     for problem in problems:
         print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
-    bad = failing(sessions, args.fail_on)
-    # A file or session it cannot use has no result a build could show: its cells count as not
-    # run (a build warns of them so), never as passed.
-    unread = problems if args.fail_on == "problems" else []
-    if bad or unread:
-        errors, not_run = sum(r["errors"] for r in rows), sum(r["not_run"] for r in rows)
-        print(
-            f"{len(bad)} stored session(s) with problems: {errors} cell error(s), {not_run} cell(s) "
-            f"not run, {len(unread)} store file(s) or session(s) unusable (--fail-on {args.fail_on}; "
-            "exit status 1)",
-            file=sys.stderr,
-        )
-    failed = 1 if bad or unread else 0
+    if "stale" in classes:
+        failed = report_pages(args, classes)
+    else:
+        bad = failing(sessions, classes)
+        # A file or session it cannot use has no result a build could show: its cells count as
+        # not run (a build warns of them so), never as passed.
+        unread = problems if "not-run" in classes else []
+        if bad or unread:
+            errors, not_run = sum(r["errors"] for r in rows), sum(r["not_run"] for r in rows)
+            print(
+                f"{len(bad)} stored session(s) with problems: {errors} cell error(s), {not_run} cell(s) "
+                f"not run, {len(unread)} store file(s) or session(s) unusable (--fail-on {args.fail_on}; "
+                "exit status 1)",
+                file=sys.stderr,
+            )
+        failed = 1 if bad or unread else 0
     if args.json:
         print(json.dumps(rows, indent=1))
         return failed
     if not rows:
-        print(f"no stored results in {_store(args).root}")
+        print(f"no stored results in {store.root}")
         return failed
     columns = [
         ("page", "page"),
@@ -131,9 +186,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_clear(args: argparse.Namespace) -> int:
     store = _store(args)
-    pages = args.pages or store.pages()
+    known = store.pages()
+    pages = args.pages or known
     frameworks = args.framework or None
     removed = 0
+    unknown: list[str] = []
     for page in pages:
         page = page.rsplit(".", 1)[0] if page.endswith((".rst", ".md")) else page
         try:
@@ -145,9 +202,25 @@ def cmd_clear(args: argparse.Namespace) -> int:
         if changed:
             removed += 1
             print(f"cleared {page}" + (f" [{', '.join(frameworks)}]" if frameworks else ""))
-    if not removed:
+        elif page not in known:
+            unknown.append(page)
+        elif frameworks:
+            unknown.append(f"{page} [{', '.join(frameworks)}]")
+    for page in unknown:  # a typo must not pass for a page that had nothing to clear
+        print(f"python -m livecells clear: no stored results for {one_line(page, 200)!r} in {store.root}; "
+              f"{_listed(known)}", file=sys.stderr)
+    if not removed and not unknown:
         print("nothing to clear")
-    return 0
+    return 1 if unknown else 0
+
+
+def _listed(pages: list[str], most: int = 20) -> str:
+    """What the store has, for a message: its pages (the first ``most``)."""
+    if not pages:
+        return "the store has no pages"
+    shown = ", ".join(one_line(p, 200) for p in pages[:most])
+    more = f" and {len(pages) - most} more" if len(pages) > most else ""
+    return f"the store has: {shown}{more}"
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -197,7 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
             "-s", "--source-dir", default=".", help="the book's Sphinx source folder (default: .)"
         )
         sub.add_argument(
-            "--store", help="the store folder (default: SOURCE_DIR/_livecells, as livecells_store)"
+            "-c", "--conf-dir", metavar="CONFDIR",
+            help="the folder of the book's conf.py, as sphinx-build's -c (default: SOURCE_DIR); "
+            "conf.py is run as Sphinx runs it, for livecells_store",
+        )
+        sub.add_argument(
+            "--store", help="the store folder (default: livecells_store of conf.py, from "
+            "SOURCE_DIR; without one, SOURCE_DIR/_livecells)"
         )
 
     report = commands.add_parser(
@@ -209,17 +288,22 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print the rows as JSON")
     report.add_argument(
         "--fail-on",
-        choices=("problems", "errors", "never"),
+        metavar="CLASSES",
+        type=_fail_on,
         default="problems",
-        help="exit with status 1 when a stored session failed or shows cell errors or cells "
-        "not run, or a store file or session cannot be used (problems, the default), only "
-        "failures and cell errors (errors), or never",
+        help="exit with status 1 when a cell is in one of these classes, a comma list of "
+        "error (it failed, or its session could not run), not-run and stale (its result was "
+        "made for other code, settings or files). With stale, the book's pages are read as a "
+        "build reads them, running nothing, and every class is counted on what they show; "
+        "without, on the stored records, a store file or session that cannot be used counting "
+        "as not run. Also: problems (error,not-run: the default), errors (error), never",
     )
     report.set_defaults(func=cmd_report)
 
     clear = commands.add_parser(
         "clear", help="drop stored results", description="Drop the stored results of the "
-        "given pages (docnames, e.g. chapter/intro), or of every page; they run again next build."
+        "given pages (docnames, e.g. chapter/intro), or of every page; they run again next build. "
+        "A page (or framework) the store has no results for is an error: exit status 1."
     )
     store_options(clear)
     clear.add_argument("pages", nargs="*", metavar="PAGE", help="docnames (default: all pages)")
@@ -234,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except StoreProblem as problem:  # a store folder that cannot be one: nothing was read
+    except (StoreProblem, BookProblem) as problem:  # a store or book it cannot use: nothing was read
         print(f"python -m livecells {args.command}: {one_line(str(problem), 2000)}", file=sys.stderr)
         return 2
 

@@ -8,76 +8,38 @@ before the kernel app starts, never from a running kernel (an event loop cannot 
 ipykernel PR #410). A template whose imports touched CUDA refuses to serve: CUDA state does not
 survive a fork, and each child must meet CUDA only after its ``CUDA_VISIBLE_DEVICES`` is set.
 
-jupyter_client stays in charge of everything else: :class:`ForkServerProvisioner` only replaces
-the ``Popen`` of :class:`~jupyter_client.provisioning.LocalProvisioner` by a request to the
-template and hands back a Popen-like :class:`ForkedProcess`; :class:`ForkedKernelManager`
-installs it without any kernelspec change. Any failure falls back to the normal launch.
-
-This module is the launcher's side; the template's program is :mod:`livecells.execute.template`,
-a file that the kernel's own Python runs. Its parts are the launcher's half of one protocol:
-:class:`Template` (one template process: start, readiness, requests, close),
-:class:`ForkedProcess` (a forked kernel as jupyter_client's Popen), :class:`ForkServer` (a
-template per key, the environment check, the fallbacks said once) and the jupyter_client glue
-(provisioner and manager).
+This module is the launcher's policy, :class:`ForkServer`: a template per key, which launch a
+template may serve (the environment check, imported files changed since, the page's own copy of a
+preload), replacements and the fallbacks said once. The rest of the launcher's half:
+:mod:`.forked` (the template process and a forked kernel as jupyter_client's Popen) and
+:mod:`.provisioner` (jupyter_client's glue, whose kernels fork from here; any failure falls back
+to the normal launch). The template's program is :mod:`livecells.execute.template`, a file that
+the kernel's own Python runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import os
-import select
 import shutil
-import signal
-import socket
 import string
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_client.provisioning import LocalProvisioner
 
-from livecells.execute import template as program
 from livecells.execute.environment import kernel_python
-from livecells.execute.reaper import SESSION_VARIABLE, process_status
+from livecells.execute.forked import ForkedProcess, ForkServerError, Template
+from livecells.execute.reaper import SESSION_VARIABLE
 from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 
 if TYPE_CHECKING:
     from livecells.model.frameworks import FrameworkSpec
 
-#: In every template's (and so every forked kernel's) command line, so tools that look for
-#: kernels by "ipykernel" in the command line (tests/conftest.py) find them too.
-MARKER = "livecells-ipykernel-forkserver"
-#: What every kernel imports while it initialises; imported once in the template instead
-# (ipykernel.debugger, through debugpy, is the largest of them).
-KERNEL_MODULES = (
-    "ipykernel.kernelapp",
-    "ipykernel.ipkernel",
-    "ipykernel.zmqshell",
-    "ipykernel.debugger",
-    "ipykernel.comm",
-    "IPython.core.completer",
-    # Imported by the kernel's shell as it starts.
-    "IPython.core.completerlib",
-    "IPython.core.debugger",
-    "IPython.core.logger",
-    "IPython.core.oinspect",
-    "IPython.extensions.storemagic",
-    "IPython.utils.wildcard",
-    "faulthandler",
-    "sqlite3",
-    "tornado.platform.asyncio",
-)
-# Not matplotlib: imported before the kernel's shell exists, figures would no longer be shown.
 LAUNCHERS = ("ipykernel_launcher", "ipykernel")
 #: Variables a session may set differently from its template: none is read at import time.
 PER_SESSION_ENV = (
@@ -91,342 +53,10 @@ PER_SESSION_ENV = (
     SESSION_VARIABLE,
 )
 Key = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]  # python, preload, kernelspec env
-#: A file time this close to a template's start (or later) may be an edit its imports missed:
-#: file times lag the clock by up to a timer tick (coarse timestamps).
-TIMESTAMP_SLACK_NS = 20_000_000
 #: A template that dies or is stopped after it served (a cell killed its parent, say) is replaced
 #: this many times per key; then that key's kernels start normally.
 MAX_REPLACEMENTS = 3
 logger = logging.getLogger(__name__)
-
-
-class ForkServerError(RuntimeError):
-    """The template could not be started or talked to; the session falls back to a normal launch."""
-
-
-class Template:
-    """One template process and the socket it listens on."""
-
-    def __init__(
-        self,
-        python: str,
-        preload: Sequence[str],
-        workdir: str,
-        env: dict[str, str],
-    ) -> None:
-        self.python = python
-        self.preload = tuple(preload)
-        self.env = env  # what the imports saw
-        self.path = os.path.join(workdir, f"t-{uuid.uuid4().hex[:8]}.sock")
-        self.log_path = self.path[: -len(".sock")] + ".log"
-        modules = {"kernel": list(KERNEL_MODULES), "preload": list(self.preload)}
-        #: Before any import: a file changed after this may have been read old or new.
-        self.started_ns = time.time_ns()
-        #: The files its imports read outside the interpreter's own folders, as it read them.
-        self.files: dict[str, list[int]] = {}
-        # The template's program is a file, run by the kernel's Python (see execute/template.py).
-        command = [python, "-c", program.BOOT, program.__file__, MARKER, self.path, str(os.getpid())]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [*command, json.dumps(modules)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=env,
-                start_new_session=True,  # a Ctrl-C at the terminal is the launcher's to handle
-            )
-        self._ready: bool | None = None
-        self._problem = ""
-        #: The preloads left to each kernel, with why (the template's probe, see template.py).
-        self.left: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self.launched: list[int] = []
-        #: Each launched kernel's start time (with its pid, it names one process).
-        self.starts: dict[int, int | None] = {}
-
-    def wait_ready(self, timeout: float) -> None:
-        """Block until the template has imported all; :class:`ForkServerError` if it failed."""
-        with self._lock:
-            if self._ready is None:
-                self._ready, self._problem = self._read_ready(timeout)
-        if not self._ready:
-            raise ForkServerError(self._problem)
-        if self.process.poll() is not None:
-            raise ForkServerError(f"the template exited with status {self.process.returncode}")
-
-    async def wait_ready_async(self, timeout: float) -> None:
-        """:meth:`wait_ready` that a cancellation (Ctrl-C) ends at once, even mid-import."""
-        deadline = time.monotonic() + timeout
-        while self._ready is None and time.monotonic() < deadline:
-            stream = self.process.stdout
-            try:
-                if stream is None or select.select([stream], [], [], 0)[0]:
-                    break
-            except (OSError, ValueError):
-                break
-            if self.process.poll() is not None:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            with self._lock:
-                if self._ready is None:
-                    self._ready, self._problem = False, f"the template was not ready within {timeout:g} s"
-        self.wait_ready(max(0.0, deadline - time.monotonic()))
-
-    def _read_ready(self, timeout: float) -> tuple[bool, str]:
-        assert self.process.stdout is not None
-        stream = self.process.stdout
-        try:
-            readable, _, _ = select.select([stream], [], [], timeout)
-            line = stream.readline() if readable else b""
-            stream.close()
-        except (OSError, ValueError):  # closed under us: close() ran
-            return False, "the fork server was closed"
-        if not readable:
-            return False, f"the template was not ready within {timeout:g} s"
-        try:
-            ready = json.loads(line)
-            problem = ready["error"]
-            files = ready.get("files") or {}
-            self.files = {str(path): list(state) for path, state in files.items()}
-            self.left = dict(ready.get("left") or {})
-        except (ValueError, KeyError, TypeError, AttributeError):
-            problem = f"the template failed to start: {self._log_tail()}"
-        return problem is None, problem or ""
-
-    def changed_file(self) -> str | None:
-        """A file the template imported that has changed since, or may have as it was read:
-        its kernels would run old code under a session key made from the new."""
-        return changed_file(self.files, self.started_ns - TIMESTAMP_SLACK_NS)
-
-    def _log_tail(self) -> str:
-        try:
-            with open(self.log_path, "rb") as log:
-                return log.read()[-2000:].decode(errors="replace").strip() or "(no output)"
-        except OSError:
-            return "(no log)"
-
-    def request(
-        self, payload: Mapping[str, Any], fds: Sequence[int] = (), timeout: float = 30
-    ) -> dict[str, Any]:
-        """One request on a connection of its own (callers may be in several threads); given up
-        at once when the template dies or is stopped (a stopped one would answer never)."""
-        deadline = time.monotonic() + timeout
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(0.05)
-                data = b""
-                sent = False
-                while not data.endswith(b"\n"):
-                    if why := self.gone():
-                        raise ForkServerError(f"cannot talk to the template: {why}")
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"no answer within {timeout:g} s")
-                    try:
-                        if not sent:
-                            sock.connect(self.path)
-                            socket.send_fds(sock, [(json.dumps(payload) + "\n").encode()], list(fds))
-                            sent = True
-                        chunk = sock.recv(65536)
-                    except socket.timeout:
-                        continue
-                    if not chunk:
-                        break
-                    data += chunk
-            reply = json.loads(data)
-        except (OSError, ValueError) as err:
-            why = self.gone() or str(err)
-            raise ForkServerError(f"cannot talk to the template: {why}") from err
-        return reply
-
-    def gone(self) -> str:
-        """Why the template can answer no more (it exited, or was stopped), or ""."""
-        if self.process.poll() is not None:
-            return f"the template exited with status {self.process.returncode}"
-        status = process_status(self.process.pid)
-        if status is not None and status[0] in ("T", "t"):
-            return "the template was stopped"
-        return ""
-
-    def abandon(self) -> None:
-        """End this template alone (it died or was stopped): the kernels it forked live on, each
-        until its session ends (:meth:`close` still kills them at the end of the build)."""
-        if self.process.poll() is None:
-            self.process.kill()  # a stopped process dies of SIGKILL too
-            self.process.wait()
-        for pid, start in self.starts.items():  # those that ended while it was stopped
-            _reap_adopted(pid, start)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-
-    def close(self) -> None:
-        """End the template, and with it every kernel forked here (by process group)."""
-        clean = False
-        if self.process.poll() is None and self._ready is not True:
-            self.process.kill()  # still importing (or failed): nothing to wait for
-            self.process.wait()
-        elif self.process.poll() is None and self.gone():  # stopped: a SIGTERM would wait
-            self.process.kill()
-            self.process.wait()
-        elif self.process.poll() is None:
-            self.process.terminate()  # it kills the process group of each child still alive
-            try:
-                clean = self.process.wait(5) == 0
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if not clean:
-            # Its kernels died with it (PR_SET_PDEATHSIG), what they started may not have.
-            for pid in self.launched:
-                _killpg(pid, signal.SIGKILL)
-        _killpg(self.process.pid, signal.SIGKILL)  # anything a preload started
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-
-def changed_file(files: Mapping[str, Sequence[int]], since_ns: int) -> str | None:
-    """The first of ``files`` (path -> :func:`~.template.file_state` as read) that is gone, is
-    not as read, or was written at ``since_ns`` or later (so perhaps after it was read)."""
-    for path, state in files.items():
-        try:
-            now = program.file_state(os.stat(path))
-        except OSError:
-            return path
-        if now != list(state) or max(now[0], now[1]) >= since_ns:
-            return path
-    return None
-
-
-def own_copy(preload: Sequence[str], cwd: str, imported: Mapping[str, Any]) -> str | None:
-    """A preloaded package or module that the page's folder ``cwd`` has a copy of, other than
-    the file the template imported (``imported``: its files outside the installed folders). A
-    fresh kernel has its folder on ``sys.path`` before site-packages, so it imports that copy."""
-    read = {os.path.realpath(path) for path in imported}
-    for top in dict.fromkeys(name.split(".")[0] for name in preload):
-        for path in (os.path.join(cwd, top, "__init__.py"), os.path.join(cwd, f"{top}.py")):
-            if os.path.isfile(path):
-                if os.path.realpath(path) not in read:
-                    return path
-                break
-    return None
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-class ForkedProcess:
-    """A Popen-like handle on a forked kernel. Its status is read from ``/proc`` (a zombie's exit
-    status too) and, once its template has collected it, asked of the template: a template that
-    is stopped, busy or dead never holds up a status check."""
-
-    stdin = stdout = stderr = None
-
-    def __init__(self, template: Template, pid: int) -> None:
-        self.template = template
-        self.pid = pid
-        self.returncode: int | None = None
-        status = process_status(pid)
-        self._start = status[2] if status is not None else None  # which process the pid names
-        #: Why the exit status is unknown (then :attr:`returncode` only says that it ended), or "".
-        self.unknown = ""
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self._status()
-        return self.returncode
-
-    def _status(self) -> int | None:
-        status = process_status(self.pid)
-        if status is not None and status[2] == self._start:
-            state, parent, _, code = status
-            if state not in ("Z", "X"):
-                return None
-            if parent == os.getpid():  # its template died: it came to this process (a subreaper)
-                collected = _collect(self.pid)
-                code = collected if collected is not None else code
-            if code is not None:
-                return _returncode(code)
-        # Collected by its template (which keeps its status), or by no one this process can ask.
-        try:
-            return int(self.template.request({"op": "status", "pid": self.pid}, timeout=5)["returncode"])
-        except (ForkServerError, KeyError, TypeError, ValueError) as err:
-            self.unknown = f"its exit status is unknown: {err}"
-            return 1
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
-            time.sleep(0.02)
-        assert self.returncode is not None
-        _reap_adopted(self.pid, self._start)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            _killpg(self.pid, signum)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-    def killed(self) -> None:
-        """The caller saw this kernel die of its SIGKILL: no need to ask the template (which
-        collects the zombie in its loop; or this process, if it adopted the kernel)."""
-        if self.returncode is None:
-            self.returncode = -signal.SIGKILL
-        _reap_adopted(self.pid, self._start)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-
-def _reap_adopted(pid: int, start: int | None) -> None:
-    """Collect the kernel ``pid`` (started at ``start``) if it is a zombie of this process: a
-    subreaper adopts the kernels of a template that died, and no one else collects them."""
-    status = process_status(pid)
-    if status is not None and status[0] == "Z" and status[1] == os.getpid() and status[2] == start:
-        _collect(pid)
-
-
-def _collect(pid: int) -> int | None:
-    """``waitpid`` a zombie child of this process; its status, or None. A zombie thread-group
-    leader is collected only once its other threads are gone too: a second at most."""
-    deadline = time.monotonic() + 1.0
-    while True:
-        try:
-            done, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if done:
-            return status
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.001)
-
-
-def _returncode(status: int) -> int:
-    """A ``waitpid`` status in Popen's convention: -signal, or the exit code."""
-    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-
-
-def _stream_fd(value: Any, default: int) -> int | None:
-    """The fd a Popen ``stdout=``/``stderr=`` value stands for (None: /dev/null in the child)."""
-    if value is None:
-        return default  # Popen's None: inherit the launcher's stream
-    if value == subprocess.DEVNULL:
-        return None
-    if isinstance(value, int) and value >= 0:
-        return value
-    if hasattr(value, "fileno"):
-        return int(value.fileno())
-    raise ForkServerError(f"cannot hand {value!r} to a forked kernel")
 
 
 class ForkServer:
@@ -492,6 +122,8 @@ class ForkServer:
 
     def manager(self, framework: FrameworkSpec) -> AsyncKernelManager:
         """A manager for ``KernelSession(manager_factory=...)`` whose kernels fork from here."""
+        from livecells.execute.provisioner import ForkedKernelManager
+
         return ForkedKernelManager(
             kernel_name=framework.kernel, fork_server=self, preload=framework.preload,
             framework_env=framework.kernel_env(os.environ),
@@ -641,6 +273,33 @@ class ForkServer:
         self.close()
 
 
+def own_copy(preload: Sequence[str], cwd: str, imported: Mapping[str, Any]) -> str | None:
+    """A preloaded package or module that the page's folder ``cwd`` has a copy of, other than
+    the file the template imported (``imported``: its files outside the installed folders). A
+    fresh kernel has its folder on ``sys.path`` before site-packages, so it imports that copy."""
+    read = {os.path.realpath(path) for path in imported}
+    for top in dict.fromkeys(name.split(".")[0] for name in preload):
+        for path in (os.path.join(cwd, top, "__init__.py"), os.path.join(cwd, f"{top}.py")):
+            if os.path.isfile(path):
+                if os.path.realpath(path) not in read:
+                    return path
+                break
+    return None
+
+
+def _stream_fd(value: Any, default: int) -> int | None:
+    """The fd a Popen ``stdout=``/``stderr=`` value stands for (None: /dev/null in the child)."""
+    if value is None:
+        return default  # Popen's None: inherit the launcher's stream
+    if value == subprocess.DEVNULL:
+        return None
+    if isinstance(value, int) and value >= 0:
+        return value
+    if hasattr(value, "fileno"):
+        return int(value.fileno())
+    raise ForkServerError(f"cannot hand {value!r} to a forked kernel")
+
+
 def _key_of(framework: FrameworkSpec) -> Key | None:
     from jupyter_client.kernelspec import KernelSpecManager
 
@@ -655,67 +314,3 @@ def _key(python: str, spec_env: Mapping[str, str], preload: Sequence[str]) -> Ke
     """What a template is for: its python (as jupyter_client runs it), the environment a
     kernel gets beyond the build's (the framework's ``env``, then the kernelspec's), preload."""
     return (kernel_python(python), tuple(preload), tuple(sorted(spec_env.items())))
-
-
-class ForkServerProvisioner(LocalProvisioner):  # type: ignore[misc]
-    """LocalProvisioner whose launch asks the fork server; any failure launches normally."""
-
-    fork_server: ForkServer | None = None
-    preload: tuple[str, ...] = ()
-    framework_env: dict[str, str] = {}  # replaced per kernel, never changed in place
-
-    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
-        if self.fork_server is None:
-            return await super().launch_kernel(cmd, **kwargs)
-        cwd = str(kwargs.get("cwd") or os.getcwd())
-        try:
-            process = await self.fork_server.launch(
-                cmd,
-                preload=self.preload,
-                spec_env={**self.framework_env, **(self.kernel_spec.env if self.kernel_spec else {})},
-                cwd=cwd,
-                env=kwargs.get("env") or dict(os.environ),
-                stdout=kwargs.get("stdout"),
-                stderr=kwargs.get("stderr"),
-            )
-        except ForkServerError as err:
-            self.log.debug("launching the kernel normally: %s", err)
-            return await super().launch_kernel(cmd, **kwargs)
-        # Popen-like: LocalProvisioner's poll/wait/signal/kill/terminate work on it unchanged.
-        self.process = process  # type: ignore[assignment]
-        # setsid() made it a session and process group leader: signals go to the whole group.
-        self.pid = self.pgid = process.pid
-        self.cwd = cwd
-        return self.connection_info
-
-
-class ForkedKernelManager(AsyncKernelManager):
-    """An AsyncKernelManager whose kernels come from a :class:`ForkServer`."""
-
-    def __init__(
-        self,
-        *,
-        fork_server: ForkServer,
-        preload: Sequence[str] = (),
-        framework_env: Mapping[str, str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.fork_server = fork_server
-        self.preload = tuple(preload)
-        self.framework_env = dict(framework_env or {})
-
-    async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
-        metadata = self.kernel_spec.metadata if self.kernel_spec else {}
-        own = metadata.get("kernel_provisioner", {}).get("provisioner_name")
-        if self.provisioner is None and own in {None, "local-provisioner"}:
-            # Kept on restarts; a kernelspec that names a provisioner of its own keeps it.
-            self.kernel_id = self.kernel_id or kw.pop("kernel_id", str(uuid.uuid4()))
-            provisioner = ForkServerProvisioner(
-                kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self
-            )
-            provisioner.fork_server = self.fork_server
-            provisioner.preload = self.preload
-            provisioner.framework_env = self.framework_env
-            self.provisioner = provisioner
-        return await super()._async_pre_start_kernel(**kw)

@@ -2,27 +2,20 @@
 
 :class:`KernelSession` starts a kernel (jupyter_client + the framework's kernelspec) in the page's
 folder with its devices leased through ``CUDA_VISIBLE_DEVICES``, installs the hook of
-:mod:`livecells.execute.hook` (its file's text, sent with the launch) that times each cell with
-``perf_counter`` after the framework's queued device work has finished and preloads the
-framework, runs cells and returns each one as a :class:`~livecells.model.records.CellRecord` of plain data (Jupyter mime
-bundles). It knows nothing of Sphinx.
-
-The module's size (~480 lines) is earned: it is one kernel's life, each step of which can fail
-in its own way and must leave the session in a state the next step understands: the start (the
-hook sent with the launch, its reply as the sign of life, IOPub's readiness), a cell's request
-and its output until idle, a timeout (interrupt, then stop a kernel that ignores it), a kernel
-that dies (why, in words), and a shutdown that kills every process the kernel started.
+:mod:`livecells.execute.hook` (sent with the launch, see :mod:`livecells.execute.hook_call`) that
+times each cell with ``perf_counter`` after the framework's queued device work has finished and
+preloads the framework, runs cells and returns each one as a
+:class:`~livecells.model.records.CellRecord` of plain data (Jupyter mime bundles). It knows
+nothing of Sphinx. It is one kernel's life: the start (the hook's reply as the sign of life,
+IOPub's readiness), a cell until idle, a timeout (interrupt, then stop), a death (why, in words),
+and a shutdown that kills every process the kernel started.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
-import functools
-import json
 import os
-import signal
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -33,70 +26,14 @@ import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
-from livecells.execute import hook
+from livecells.execute.hook_call import PROBE_EXPRESSION, TIME_EXPRESSION, hook_request, measured, probe_value
 from livecells.execute.iopub import OutputCollector, SessionDisplays
-from livecells.execute.reaper import (
-    SESSION_VARIABLE,
-    Guard,
-    kill_adopted,
-    kill_tree,
-    process_start,
-    process_table,
-    reap,
-)
+from livecells.execute.kernel_processes import dead, death_reason, kill_session
+from livecells.execute.reaper import SESSION_VARIABLE, Guard, process_start, reap
 from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.records import CellRecord, Probe
 from livecells.model.vocabulary import CellStatus
-
-
-@functools.cache
-def hook_source() -> str:
-    """The text of :mod:`livecells.execute.hook`, read once per process (the kernel runs it)."""
-    return Path(hook.__file__).read_text(encoding="utf-8")
-
-
-def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
-    """The expression sent with the launch (a user expression of an empty silent cell): the
-    hook's file run in a namespace of its own (never the user's), then
-    :func:`~livecells.execute.hook.install` called with ``framework``'s settings.
-
-    Sent as text, not imported: the kernel's Python need not have livecells installed.
-    """
-    call = (
-        f"install(get_ipython(), sync={framework.sync!r}, gpu_used={framework.gpu_used!r}, "
-        f"preload={list(framework.preload)!r}, version_module={framework.version_module!r}, "
-        f"output_limit={int(output_limit)!r})"
-    )
-    program = f"{hook_source()}\n{call}\n"  # after the file's last line: its line numbers hold
-    namespace = f"{{'get_ipython': get_ipython, '__name__': {hook.STATE!r}}}"
-    return f"exec(compile({program!r}, {hook.__file__!r}, 'exec'), {namespace})"
-
-
-def _probe_value(result: Mapping[str, Any]) -> Probe:
-    """The probe's user expression as a :class:`Probe` (an empty one if it failed)."""
-    if result.get("status") != "ok":
-        return Probe()
-    try:  # text/plain is the repr of a JSON string: read it as a literal, never evaluate it.
-        value = json.loads(ast.literal_eval(result["data"]["text/plain"]))
-    except (KeyError, TypeError, ValueError, SyntaxError):
-        return Probe()
-    return Probe.from_json(value)
-
-
-def _measured(result: Mapping[str, Any], count: Any) -> float | None:
-    """The time the hook measured for the cell of execution count ``count``, or None: a time
-    measured for another cell (the cell unregistered the hook's events) is never its own."""
-    if result.get("status") != "ok":
-        return None
-    try:  # the repr of [count, seconds]: read as a literal, never evaluated
-        measured_count, seconds = ast.literal_eval(result["data"]["text/plain"])
-    except (KeyError, TypeError, ValueError, SyntaxError):
-        return None
-    if measured_count != count or count is None or not isinstance(seconds, (int, float)):
-        return None
-    return float(seconds)
-
 
 #: Given to every kernel livecells starts. Its input history lives in memory, for this session
 #: only: a build never reads or writes the author's IPython history (``~/.ipython``), whose
@@ -104,36 +41,12 @@ def _measured(result: Mapping[str, Any], count: Any) -> float | None:
 #: of its own); ``%history`` and ``In`` still show the session's cells.
 KERNEL_ARGUMENTS = ("--HistoryManager.hist_file=:memory:",)
 
-TIME_EXPRESSION = f"__import__('sys').modules[{hook.STATE!r}].last"
-PROBE_EXPRESSION = f"__import__('json').dumps(__import__('sys').modules[{hook.STATE!r}].probe())"
-
 
 def _msg_id(sent: str | asyncio.Future) -> str:
     """The msg_id of a request just sent. jupyter_client 8.0's async client hands it back inside a
     finished Future (8.1 and later: plainly); compared with replies' parent ids as it is, a Future
     never matches, and every start waited out its whole timeout."""
     return sent.result() if isinstance(sent, asyncio.Future) else sent
-
-
-async def _dead(pid: int, timeout: float) -> bool:
-    """Wait until ``pid`` is gone or a zombie (a killed process's teardown is over); False if
-    it is still running after ``timeout`` seconds (or /proc cannot say)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.0005
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                stat = handle.read()
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
-        if stat[stat.rfind(b")") + 2 :][:1] in (b"Z", b"X"):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.01)
 
 
 class KernelDied(RuntimeError):
@@ -398,21 +311,7 @@ class KernelSession:
         return reply
 
     def _death_reason(self) -> str:
-        provisioner = getattr(self.km, "provisioner", None)
-        process = getattr(provisioner, "process", None)
-        code = process.poll() if process is not None else None
-        if code is None:
-            return "the kernel died"
-        if getattr(process, "unknown", ""):  # a forked kernel whose template is gone
-            return f"the kernel died ({process.unknown})"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            hint = " (killed, perhaps for lack of memory)" if name == "SIGKILL" else ""
-            return f"the kernel died of {name}{hint}"
-        return f"the kernel exited with status {code}"
+        return death_reason(getattr(getattr(self.km, "provisioner", None), "process", None))
 
     async def run_cell(self, code: str, timeout: float, *, last: bool = False) -> CellRecord:
         """Run one cell; errors, timeouts and a dying kernel become the cell's result.
@@ -454,8 +353,8 @@ class KernelSession:
             followup = await self._request("pass", silent=True, timeout=30, user_expressions=expressions)
             values = followup["content"].get("user_expressions", {})
         if last:
-            self._probed = _probe_value(values.get("probe", {}))
-        elapsed = _measured(values.get("time", {}), content.get("execution_count"))
+            self._probed = probe_value(values.get("probe", {}))
+        elapsed = measured(values.get("time", {}), content.get("execution_count"))
         status = CellStatus.OK if content.get("status") == "ok" else CellStatus.ERROR
         error = collector.error
         if status == CellStatus.ERROR and error is None:
@@ -495,29 +394,12 @@ class KernelSession:
         reply = await self._request(
             "pass", silent=True, timeout=30, user_expressions={"probe": PROBE_EXPRESSION}
         )
-        return _probe_value(reply["content"].get("user_expressions", {}).get("probe", {}))
+        return probe_value(reply["content"].get("user_expressions", {}).get("probe", {}))
 
     def _kill_processes(self) -> None:
-        """Kill the kernel and every process it started, also those that left its process group
-        or session (they stay in its tree: the kernel is a subreaper), and orphans of a kernel
-        that died before (they carry the session's token)."""
+        """Kill the kernel and every process it started (:func:`.kernel_processes.kill_session`)."""
         pid, self.pid = self.pid, None
-        if pid and (self._pid_start is None or process_start(pid) != self._pid_start):
-            # Gone (or never seen): its pid is not signalled, in case it names another process
-            # now; orphans it left are found below by the session's token.
-            if self.guard is not None:
-                self.guard.unwatch(pid)
-            pid = None
-        if pid:  # stopped before /proc is read: nothing it forks later is missed
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGSTOP)
-        table = process_table()  # one walk of /proc for both: orphans are there from before
-        killed = kill_tree(pid, table=table) if pid else []
-        killed += kill_adopted(self.token, exclude=[pid, *killed] if pid else killed, table=table)
-        if pid and self.guard is not None:
-            self.guard.unwatch(pid)
-        self._killed = [p for p in killed if p != pid]
-        self._root_killed = bool(pid) and pid in killed
+        self._killed, self._root_killed = kill_session(pid, self._pid_start, self.token, self.guard)
 
     async def shutdown(self) -> None:
         """Stop the kernel and every process it started; safe to call twice."""
@@ -530,7 +412,7 @@ class KernelSession:
             if pid and self._root_killed:
                 # Until it is dead (a zombie, seen in /proc), so that its teardown never runs
                 # beside the next session's cells.
-                await _dead(pid, 5.0)
+                await dead(pid, 5.0)
             if km is not None and km.has_kernel:
                 process = getattr(km.provisioner, "process", None)
                 if self._root_killed and hasattr(process, "killed"):

@@ -3,12 +3,13 @@
 A :class:`Scheduler` takes :class:`SessionJob` s and reports each finished one as a plain-data
 record (the same shape the store keeps). :class:`LocalScheduler` runs them on this machine over
 device leases: one executing session per GPU, or one at a time on CPU, so that timings stay
-honest; the longest pages go first. Nothing here knows Sphinx.
+honest; the longest sessions go first (:func:`run_order`). Nothing here knows Sphinx.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import functools
 import os
@@ -48,15 +49,33 @@ class SessionJob:
     log_path: str | None = None
     run_id: str = ""  # the build's: every record says which build made it
     env_drop: tuple[str, ...] = DEFAULT_ENV_DROP  # names of variables kept from the kernel
+    #: Seconds the session took the last time it ran (its stored record, whatever its key);
+    #: None: no history (a new page or framework, or its last try could not run).
+    estimate: float | None = None
 
-    @property
-    def weight(self) -> int:
-        """Longer pages first: the number of cells is the estimate we have before running."""
-        return len(self.plan.cells)
+
+def run_order(jobs: Sequence[SessionJob]) -> list[SessionJob]:
+    """The order sessions start in, for every scheduler: longest first by their stored durations
+    (LPT: with n slots the build ends within 4/3 of the best order's makespan), and sessions
+    without history before all of them, most cells first.
+
+    An unknown session may be the longest of the book: started last, it would stretch the build
+    by its whole length, while started first a short one costs the others only its own length.
+    Equal durations: more cells first; full ties keep document order.
+    """
+    return sorted(
+        jobs, key=lambda j: (j.estimate is not None, -(j.estimate or 0.0), -len(j.plan.cells))
+    )
 
 
 OnDone = Callable[[SessionJob, SessionRecord], None]
 OnStart = Callable[[SessionJob], None]
+#: Told ``(job, n, m)`` when a session sends its cell n of m, in the build's process (the
+#: progress line); set by the build around a scheduler's run, unset on a cluster's workers.
+OnCell = Callable[[SessionJob, int, int], None]
+cell_listener: contextvars.ContextVar[OnCell | None] = contextvars.ContextVar(
+    "livecells_cell_listener", default=None
+)
 
 
 class Scheduler(Protocol):
@@ -101,7 +120,7 @@ class LocalScheduler:
     async def run(
         self, jobs: Sequence[SessionJob], on_done: OnDone, on_start: OnStart | None = None
     ) -> None:
-        ordered = sorted(jobs, key=lambda j: -j.weight)
+        ordered = run_order(jobs)
         server = self.fork_server
         factory: Callable[..., KernelSession] = functools.partial(self.session_class, guard=self.guard)
         if server is not None:
@@ -244,6 +263,7 @@ async def run_session(
     probe = Probe()
     message: str | None = None
     budget = plan.settings.timeout  # the page's budget for its cells, if it set one
+    listener = cell_listener.get()
     try:
         session = await (kernel if kernel is not None else start_session(job, lease, session_factory))
         try:
@@ -260,6 +280,8 @@ async def run_session(
                         continue
                     timeout = min(timeout, left)
                 last = number == len(plan.cells)  # the probe comes with its reply
+                if listener is not None:
+                    listener(job, number, len(plan.cells))
                 results[cell.index] = await session.run_cell(cell.code, timeout, last=last)
             if not session.broken:
                 probe = await session.probe()

@@ -14,10 +14,11 @@ imports that asks for IPython's shell as it is imported (``matplotlib_inline``'s
 the inline figure hook, ``tqdm.autonotebook`` picks its notebook bar), and what imports that, is
 left to each kernel, which imports the preload once its shell exists (``hook.install``). What the
 shared imports print is shown with the kernel's first cell, as a fresh kernel's first import.
+How the template finds and records what it shares is :mod:`livecells.execute.sharing`.
 
 It runs in the kernel's own Python, which need not have livecells installed: it imports only the
-standard library, and :mod:`livecells.execute.reaper` (standard library too) by its path,
-beside this file. Imported in the build process (by
+standard library, and :mod:`~livecells.execute.reaper` and :mod:`~livecells.execute.sharing`
+(standard library too) by their paths, beside this file. Imported in the build process (by
 tests), it runs nothing.
 """
 
@@ -39,9 +40,7 @@ import os
 import random  # noqa: F401 - reseeded in every child (sys.modules["random"]), see reseed()
 import select
 import signal
-import site
 import socket
-import sysconfig
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -66,8 +65,9 @@ def _beside(name: str) -> Any:
 
 if __name__ == "__main__":
     reaper = _beside("reaper.py")
+    sharing = _beside("sharing.py")
 else:
-    from livecells.execute import reaper
+    from livecells.execute import reaper, sharing
 
 
 def main(argv: list[str]) -> tuple[Any, ...] | None:
@@ -97,11 +97,11 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
             importlib.import_module(name)
         roots, left = shareable(modules["preload"])
         before = set(sys.modules)
-        with captured() as output:
+        with sharing.captured() as output:
             for name in roots:
                 importlib.import_module(name)
-        problem = _cuda_touched() or _unshared_imported(set(sys.modules) - before, left)
-        _stash_output(output)
+        problem = sharing.cuda_touched() or sharing.unshared_imported(set(sys.modules) - before, left)
+        sharing.stash_output(output)
     except BaseException:  # noqa: BLE001 - any import failure is reported, not raised
         problem = "a preload import failed:\n" + traceback.format_exc(limit=-3)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -111,7 +111,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     sys.stdout.flush()  # before any fork: nothing buffered may be written twice
     # The files the kernels will run as the template read them: a launcher must not fork from a
     # template whose imported code has changed since (see ForkServer.launch).
-    files = imported_files(sys.modules, installed_folders()) if problem is None else {}
+    files = sharing.imported_files(sys.modules, sharing.installed_folders()) if problem is None else {}
     os.write(ready, (json.dumps({"error": problem, "files": files, "left": left}) + "\n").encode())
     os.close(ready)
     null = os.open(os.devnull, os.O_RDWR)
@@ -160,10 +160,6 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     return None
 
 
-#: Where the template leaves what its imports printed, for the kernel's first cell (hook.install).
-PRELOAD_OUTPUT = "_livecells_preload_output"
-
-
 def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
     """What of ``preload`` the template may import: the modules it pulls in, in import order,
     less those that use IPython's shell as they are imported and those that import them; and
@@ -181,7 +177,7 @@ def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
             null = os.open(os.devnull, os.O_WRONLY)  # the template's own imports print it all
             os.dup2(null, 1)
             os.dup2(null, 2)
-            found = probe_imports(preload)
+            found = sharing.probe_imports(preload)
             os.write(write, json.dumps(found).encode())
             code = 0
         finally:
@@ -195,129 +191,7 @@ def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
     found = json.loads(data)
     if found["error"]:
         raise ImportError(f"in the probe: {found['error']}")
-    return shared_roots(found["order"], found["parent"], found["unsafe"], preload)
-
-
-def probe_imports(preload: list[str]) -> dict[str, Any]:
-    """Import ``preload`` here, recording each new module's importer and which modules ask for
-    IPython's shell while they are being imported (they and their importers: unsafe)."""
-    before = set(sys.modules)
-    parent: dict[str, str | None] = {}
-    unsafe: dict[str, str] = {}  # module -> the module whose body asks for the shell
-
-    def importing(frame: Any) -> list[str]:
-        """The new modules whose bodies run on this stack, innermost first."""
-        names = []
-        while frame is not None:
-            name = frame.f_globals.get("__name__")
-            if frame.f_code.co_name == "<module>" and name in parent:
-                names.append(name)
-            frame = frame.f_back
-        return names
-
-    class Tracer:
-        @staticmethod
-        def find_spec(name: str, path: Any = None, target: Any = None) -> None:
-            outer = importing(sys._getframe(1))
-            parent.setdefault(name, outer[0] if outer else None)
-            return None
-
-    def traced(original: Any) -> Any:
-        def asks_for_the_shell(*args: Any, **kwargs: Any) -> Any:
-            outer = importing(sys._getframe(1))
-            for name in outer:
-                unsafe.setdefault(name, outer[0])  # the module that calls it
-            return original(*args, **kwargs)
-
-        return asks_for_the_shell
-
-    # How code finds IPython's shell: get_ipython(), or the shell class's singleton methods
-    # (IPython.display.display asks InteractiveShell.initialized()).
-    for module in ("IPython", "IPython.core.getipython"):
-        if hasattr(sys.modules.get(module), "get_ipython"):
-            setattr(sys.modules[module], "get_ipython", traced(sys.modules[module].get_ipython))
-    shell = getattr(sys.modules.get("IPython.core.interactiveshell"), "InteractiveShell", None)
-    for method in ("initialized", "instance") if shell is not None else ():
-        setattr(shell, method, traced(getattr(shell, method)))
-    sys.meta_path.insert(0, Tracer)  # type: ignore[arg-type]
-    error = None
-    try:
-        for name in preload:
-            importlib.import_module(name)
-    except BaseException:  # noqa: BLE001 - the template's own import says it again
-        error = traceback.format_exc(limit=-3)
-    order = [name for name in sys.modules if name not in before and name in parent]
-    return {"order": order, "parent": parent, "unsafe": unsafe, "error": error}
-
-
-def shared_roots(
-    order: list[str], parent: Mapping[str, str | None], unsafe: Mapping[str, str], preload: list[str]
-) -> tuple[list[str], dict[str, str]]:
-    """The modules the template imports (each safe module whose importer is not imported with
-    it, in import order) and the preloads left to the kernel, with why."""
-    def clean(name: str) -> bool:  # neither it nor a package above it is unsafe
-        parts = name.split(".")
-        return not any(".".join(parts[:i]) in unsafe for i in range(1, len(parts) + 1))
-
-    roots = [
-        name for name in order
-        if clean(name) and (parent.get(name) is None or not clean(parent[name]) or parent[name] not in order)
-    ]
-    left = {
-        name: f"{unsafe[name]}{'' if unsafe[name] == name else ', which it imports,'} asks for "
-        "IPython's shell (get_ipython()) as it is imported"
-        for name in preload if name in unsafe
-    }
-    return roots, left
-
-
-def _unshared_imported(imported: set[str], left: Mapping[str, str]) -> str | None:
-    """Why the template may not serve: importing the shareable modules here imported a preload
-    left to the kernels after all (the probe saw another order)."""
-    if any(name in imported for name in left):
-        return f"importing the preloads' shareable modules imported {sorted(n for n in left if n in imported)}"
-    return None
-
-
-class captured:  # noqa: N801 - used as a function, in a with statement
-    """What is written to fds 1 and 2 (by Python or by C) while the block runs: a list of
-    ``[stream name, text]``, filled when it ends."""
-
-    def __enter__(self) -> list[list[str]]:
-        import tempfile
-
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
-        self.saved = [os.dup(1), os.dup(2)]
-        for fd, file in zip((1, 2), self.files):
-            os.dup2(file.fileno(), fd)
-        self.output: list[list[str]] = []
-        return self.output
-
-    def __exit__(self, *exc_info: object) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, saved, file, name in zip((1, 2), self.saved, self.files, ("stdout", "stderr")):
-            os.dup2(saved, fd)
-            os.close(saved)
-            file.seek(0)
-            text = file.read().decode(errors="replace")
-            file.close()
-            if text:
-                self.output.append([name, text])
-
-
-def _stash_output(output: list[list[str]]) -> None:
-    """Leave what the shared imports printed where the kernel's hook finds it (and the log)."""
-    import types
-
-    for _, text in output:
-        os.write(2, text.encode(errors="replace"))
-    if output:
-        stash = types.ModuleType(PRELOAD_OUTPUT)
-        stash.output = output  # type: ignore[attr-defined]
-        sys.modules[PRELOAD_OUTPUT] = stash
+    return sharing.shared_roots(found["order"], found["parent"], found["unsafe"], preload)
 
 
 #: Set once the template stops: the SIGTERMs that come after are ignored (see :func:`_stop`).
@@ -355,39 +229,6 @@ def _stop_children(children: dict[int, int | None], path: str) -> None:
         pass
 
 
-def installed_folders() -> list[str]:
-    """This interpreter's own folders (the standard library, site-packages): what changes there
-    comes with an install, which the environment's fingerprint sees."""
-    paths = sysconfig.get_paths()
-    folders = {paths.get(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
-    folders.update(getattr(site, "getsitepackages", list)())  # absent in old virtualenvs
-    if site.ENABLE_USER_SITE:
-        folders.add(site.getusersitepackages())
-    return sorted(os.path.realpath(folder) for folder in folders if folder)
-
-
-def imported_files(modules: Mapping[str, Any], installed: list[str]) -> dict[str, list[int]]:
-    """The files of the imported ``modules`` outside the ``installed`` folders (a book's helper
-    package, an editable install, a module on ``PYTHONPATH``), each with what a change alters:
-    ``[mtime_ns, ctime_ns, size, inode]``."""
-    roots = tuple(os.path.join(folder, "") for folder in installed)
-    found: dict[str, list[int]] = {}
-    for module in list(modules.values()):
-        path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or path in found or os.path.realpath(path).startswith(roots):
-            continue
-        try:
-            found[path] = file_state(os.stat(path))
-        except OSError:
-            continue
-    return found
-
-
-def file_state(stat: os.stat_result) -> list[int]:
-    """What changes when a file is written or replaced: ``[mtime_ns, ctime_ns, size, inode]``."""
-    return [stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino]
-
-
 def _readable(sock: Any, timeout: float) -> bool:
     try:
         return bool(select.select([sock], [], [], timeout)[0])
@@ -401,21 +242,6 @@ def _is_open(fd: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _cuda_touched() -> str | None:
-    """Why the template may not fork (CUDA state does not survive a fork), or None."""
-
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return "the preload initialised CUDA (torch.cuda.is_initialized())"
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("/dev/nvidia"):
-                return "the preload opened a GPU device (CUDA initialised)"
-        except OSError:
-            continue
-    return None
 
 
 def _reap(children: dict[int, int | None]) -> None:

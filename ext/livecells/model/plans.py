@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from livecells.model.vocabulary import StderrMode
+from livecells.model.vocabulary import ExecuteMode, StderrMode
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class CellPlan:
     only: tuple[str, ...] = ()
     #: The frameworks it names that livecells_frameworks does not have.
     unknown: tuple[str, ...] = ()
+    #: ``livecells_allow_errors``: any error it raises is expected (it may also run cleanly).
+    allow_errors: bool = False
 
     def location(self, line: int | None = None) -> str:
         """``file:line`` for a warning about this cell (``line``: default, the directive's)."""
@@ -51,6 +53,8 @@ class CellPlan:
 
     def expects(self, ename: str) -> bool:
         """Whether ``:raises:`` makes an error named ``ename`` expected (bare ``:raises:``: any)."""
+        if self.allow_errors:
+            return True
         if self.raises is None:
             return False
         return not self.raises or ename in self.raises or ename.rsplit(".", 1)[-1] in self.raises
@@ -65,6 +69,9 @@ class PageSettings:
     gpus: int | None = None
     timeout: float | None = None
     depends: tuple[str, ...] = ()
+    #: ``:execute:``: how the page runs, whatever ``livecells_execute`` says (see
+    #: :meth:`~livecells.model.vocabulary.ExecuteMode.for_page`); None: as the build.
+    execute: ExecuteMode | None = None
 
 
 @dataclass(frozen=True)

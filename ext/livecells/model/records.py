@@ -70,6 +70,15 @@ class CellRecord:
                     found = int(match.group(1))
         return found
 
+    def stderr_text(self) -> str:
+        """What the cell wrote to stderr, without colour codes."""
+        return strip_ansi("".join(str(o.get("text", "")) for o in self.outputs if o.get("name") == "stderr"))
+
+    def stderr_failed(self, plan: CellPlan | None) -> bool:
+        """Whether the cell wrote to stderr under a ``:stderr:`` (or ``livecells_stderr``) of
+        ``error`` or ``severe``: it counts as failed. Without the page's plan, nothing says so."""
+        return plan is not None and plan.stderr.fails and bool(self.stderr_text().strip())
+
     def unexpected(self, plan: CellPlan | None = None) -> bool:
         """Whether the cell failed: it raised an error its ``:raises:`` does not expect (the
         plan's, when there is one; else what the run was told), ran past its timeout, or its
@@ -217,7 +226,8 @@ def verdict(
     ``record``: this build, the store or nobody (None: the page shows recorded outputs).
 
     - **failed**: the result shown is an error its ``:raises:`` does not expect, a timeout or a
-      dead kernel (:meth:`CellRecord.unexpected`);
+      dead kernel (:meth:`CellRecord.unexpected`), or it wrote to stderr where its stderr mode
+      is ``error`` or ``severe`` (:meth:`CellRecord.stderr_failed`);
     - **not run**: no result of a run is shown (beyond the first ``shown`` cells, by default
       :func:`current_count`: the recorded output or a note is), or the result is "not-run";
     - **stale**: the result shown was stored for another session key (``stale``: code further
@@ -243,7 +253,7 @@ def verdict(
     for index, plan, result in pairs:
         if result is None or result.status == CellStatus.NOT_RUN:
             not_run.append(index)
-        elif result.unexpected(plan):
+        elif result.unexpected(plan) or result.stderr_failed(plan):
             failed.append(index)
         elif stale:
             outdated.append(index)
@@ -290,6 +300,9 @@ class SessionOutcome:
     stale: bool = False  # it was made for other code or :depends: files than the page has now
     #: Its cells the page shows as failed, not run or stale: what every verdict counts.
     shown: Verdict = field(default_factory=Verdict)
+    #: The page shows no result of a run by choice (``:execute: off``, ``livecells_execute_exclude``):
+    #: its cells not run or stale fail nothing, as with ``livecells_execute = 'off'``.
+    by_choice: bool = False
     duration: float | None = None
     seconds: float | None = None  # its cells' run time, summed
     device: str = ""
@@ -373,12 +386,14 @@ class BuildOutcome:
 
     def failures(self) -> int:
         """What fails the build under ``livecells_raise_on_error``: cells shown failed, not run
-        or stale, and sessions that could not run. With execution off the pages show their
-        recorded outputs by choice: their cells count as not run, and fail nothing."""
+        or stale, and sessions that could not run. With execution off (for the build, or for a
+        page: :attr:`SessionOutcome.by_choice`) the pages show what they show by choice: their
+        cells count as not run, and fail nothing."""
         errors, not_run, stale = self.cell_counts()
         if self.execute == ExecuteMode.OFF:
             return errors + self.failed
-        return errors + not_run + stale + self.failed
+        chosen = sum(s.not_run + s.stale_cells for s in self.sessions.values() if s.by_choice)
+        return errors + not_run + stale + self.failed - chosen
 
 
 def stored_outcome(page: str, framework: str, record: SessionRecord) -> SessionOutcome:

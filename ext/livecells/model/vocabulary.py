@@ -87,6 +87,14 @@ class ExecuteMode(Vocabulary):
         """Whether a build in this mode may run sessions."""
         return self in {ExecuteMode.AUTO, ExecuteMode.FORCE}
 
+    def for_page(self, page: ExecuteMode | None) -> ExecuteMode:
+        """The mode of a page whose ``live-settings :execute:`` says ``page`` (None: nothing): a
+        page may run less than the build (cache, off) or always (force), but a build that runs
+        nothing (cache, off) runs none of its pages."""
+        if page is None or page == ExecuteMode.AUTO or not self.runs:
+            return self
+        return page
+
 
 class DeviceMode(Vocabulary):
     """``livecells_device``: GPUs if any, GPUs or nothing, CPU only."""
@@ -97,11 +105,33 @@ class DeviceMode(Vocabulary):
 
 
 class StderrMode(Vocabulary):
-    """A cell's ``:stderr:``: show it, hide it, or show it and warn."""
+    """What a cell's stderr does (``:stderr:``, ``livecells_stderr``), with MyST-NB's levels of
+    ``nb_output_stderr``: show it; leave it out (``hide`` is ``remove``); leave it out and warn;
+    show it and warn; show it and log an error, or a critical message: both fail the cell in
+    the verdict."""
 
     SHOW = "show"
     HIDE = "hide"
     WARN = "warn"
+    REMOVE = "remove"
+    REMOVE_WARN = "remove-warn"
+    ERROR = "error"
+    SEVERE = "severe"
+
+    @property
+    def shown(self) -> bool:
+        """Whether the page shows the stream."""
+        return self not in {StderrMode.HIDE, StderrMode.REMOVE, StderrMode.REMOVE_WARN}
+
+    @property
+    def reported(self) -> bool:
+        """Whether a cell that writes to stderr is a located problem of the build."""
+        return self in {StderrMode.WARN, StderrMode.REMOVE_WARN, StderrMode.ERROR, StderrMode.SEVERE}
+
+    @property
+    def fails(self) -> bool:
+        """Whether a cell that writes to stderr counts as failed in the verdict."""
+        return self in {StderrMode.ERROR, StderrMode.SEVERE}
 
 
 class Granularity(Vocabulary):
@@ -132,6 +162,7 @@ class WarningSubtype(Vocabulary):
     STALE = "stale"
     EXECUTOR = "executor"
     RECORDED = "recorded"
+    VALUE = "value"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@
 - ``env-updated``: :class:`livecells.pipeline.run.Run` decides, runs and stores the sessions; the
   pages whose outputs changed are handed back to Sphinx to be written;
 - ``build-finished``: the summary files, the processes closed, ``livecells_raise_on_error``.
+
+Builders that show no outputs (:data:`NO_OUTPUTS`: linkcheck, gettext, changes) run nothing.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from typing import Any
 
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
-from sphinx.errors import ConfigError, ExtensionError
+from sphinx.errors import ConfigError
 from sphinx.util import logging
 
 from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
-from livecells.model.records import RENDER_WARNED, outcome_of
+from livecells.model.records import OUTCOME_ATTRIBUTE, RENDER_WARNED, BuildOutcome, outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
-from livecells.pipeline.run import Run, build_state, executor_of, file_hashes, page_keys, store_of, warn
+from livecells.pipeline.run import Run, build_state, excluded, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.pipeline.summary import write_summary
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
@@ -66,9 +68,23 @@ def on_env_get_outdated(
     return outdated
 
 
+#: Builders whose output holds no cell output: a build with one runs nothing, starts no kernel,
+#: and writes no summary (its pages show the recorded outputs, if it shows any).
+NO_OUTPUTS = frozenset({"linkcheck", "gettext", "changes"})
+
+
+def runs_cells(app: Sphinx) -> bool:
+    """Whether this build may run cells: its builder shows outputs and its mode runs."""
+    return get_config(app.env).execute.runs and app.builder.name not in NO_OUTPUTS
+
+
 def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     """Decide, run and store the sessions of this build; return the pages to rewrite."""
     config = get_config(app.env)
+    if app.builder.name in NO_OUTPUTS:
+        logger.info(f"livecells: the {app.builder.name} builder shows no cell outputs; no cell runs")
+        setattr(env, OUTCOME_ATTRIBUTE, BuildOutcome(run_id=build_state(app).run_id, execute=ExecuteMode.OFF))
+        return []
     run = Run(app, env)
     changed = run.run()
     # Pages whose writing warned last time are written again: their warnings are this build's too.
@@ -119,14 +135,31 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
         "seconds": round(outcome.seconds, 3),
         "run_id": outcome.run_id,
     }
-    write_summary(Path(app.outdir) / "_livecells", list(outcome.sessions.values()), totals, outcome.unknown)
+    folder = summary_folder(app)
+    # A folder chosen inside the site is published with it: no tracebacks, no host names. (The
+    # default, the doctree folder, is Sphinx's internals, even where it is the site's .doctrees.)
+    published = bool(config.summary_dir) and Path(app.outdir).resolve() in (folder.resolve(), *folder.resolve().parents)
+    write_summary(
+        folder, list(outcome.sessions.values()), totals, outcome.unknown, root=str(app.srcdir), published=published
+    )
     if exception is None and config.raise_on_error and outcome.failures():
+        # A failed verdict is the book's problem, not a crash: an error line and a non-zero exit
+        # status (as sphinx.ext.doctest does), without the traceback and "report this to
+        # Sphinx" that an exception from an event handler gets.
         counted = f"{not_run} cell(s) not run, {stale} stale, " if config.execute != ExecuteMode.OFF else ""
-        raise ExtensionError(
+        logger.error(
             f"livecells: the pages show {errors} cell error(s), {counted}and {outcome.failed} "
             "session(s) failed (livecells_raise_on_error = True); see the warnings above and "
-            f"{Path(app.outdir) / '_livecells' / 'report.txt'}"
+            f"{folder / 'report.txt'}"
         )
+        app.statuscode = 1
+
+
+def summary_folder(app: Sphinx) -> Path:
+    """Where summary.json, junit.xml and report.txt go: ``livecells_summary_dir`` (relative to
+    the source dir), else the doctree folder's ``livecells-summary``, outside the published site."""
+    chosen = get_config(app.env).summary_dir
+    return Path(app.srcdir) / chosen if chosen else Path(app.doctreedir) / "livecells-summary"
 
 
 LIVE_CELL = re.compile(r"^\s*\.\. live-cell::\s*(.+)$", re.MULTILINE)
@@ -140,7 +173,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
     a wrong guess costs only a background import.
     """
     config = get_config(app.env)
-    if not config.execute.runs or not config.fork_kernels or not executor_of(app).runs_locally:
+    if not runs_cells(app) or not config.fork_kernels or not executor_of(app).runs_locally:
         return
     store = store_of(app)
     wanted: set[str] = set()
@@ -151,7 +184,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         except (OSError, UnicodeDecodeError):
             continue
         names = {n.strip() for arg in LIVE_CELL.findall(text) for n in arg.replace(" ", ",").split(",")}
-        if not names:
+        if not names or excluded(app, docname):
             continue
         stored = store.path(docname)
         if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
@@ -169,7 +202,7 @@ def on_builder_inited(app: Sphinx) -> None:
     state = build_state(app)
     config = get_config(app.env)
     executor = executor_of(app)
-    if config.execute.runs:
+    if runs_cells(app):
         # An executor that cannot run sessions (a scheduler that cannot be reached) stops the
         # build before any page is read; it may start the frameworks' kernels while Sphinx reads.
         warm = list(config.frameworks.values()) if config.fork_kernels else []

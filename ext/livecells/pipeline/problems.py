@@ -15,7 +15,7 @@ from sphinx.util import logging
 from livecells.config import WARNING_TYPE
 from livecells.model.plans import CellPlan, SessionPlan
 from livecells.model.records import CellRecord, Problem, SessionOutcome, SessionRecord
-from livecells.model.text import one_line, strip_ansi
+from livecells.model.text import one_line, strip_ansi, strip_controls
 from livecells.model.vocabulary import CellStatus, StderrMode, WarningMessage, WarningSubtype
 
 logger = logging.getLogger(__name__)
@@ -46,19 +46,33 @@ def output_problems(outputs: list[dict[str, Any]], allow_html: bool) -> list[War
     return found
 
 
+#: How a cell's writing to stderr is logged, by its stderr mode (MyST-NB's levels).
+STDERR_LEVELS = {StderrMode.ERROR: "ERROR", StderrMode.SEVERE: "CRITICAL"}
+
+
 def report_session(
-    plan: SessionPlan, record: SessionRecord, allow_html: bool, shown: int | None = None, note: str = ""
+    plan: SessionPlan,
+    record: SessionRecord,
+    allow_html: bool,
+    shown: int | None = None,
+    note: str = "",
+    *,
+    show_tb: bool = False,
 ) -> list[Problem]:
     """Warn about one executed session's problems, each located at its cell (or failing line):
     of its first ``shown`` cells (all by default), those the page shows this record for. A
-    stored record's problems are the page's as much as this build's: ``note`` says it is one."""
+    stored record's problems are the page's as much as this build's: ``note`` says it is one.
+    ``show_tb`` (``livecells_show_tb``): a failing cell's warning carries its traceback."""
     problems: list[Problem] = []
 
-    def problem(kind: WarningSubtype, at: CellPlan, line: int, message: str, traceback: str = "") -> None:
+    def problem(
+        kind: WarningSubtype, at: CellPlan, line: int, message: str, traceback: str = "", level: str = "WARNING"
+    ) -> None:
         message = one_line(message + (f" ({note})" if note else ""), MAX_WARNING)  # all of it: page, report
         # The cell's own file: an included file is blamed, not the page that includes it.
         location = at.location(line)
-        logger.warning(message, type=WARNING_TYPE, subtype=kind, location=location)
+        logged = f"{message}\n{traceback.rstrip()}" if show_tb and traceback.strip() else message
+        logger.log(level, logged, type=WARNING_TYPE, subtype=kind, location=location)
         problems.append(Problem(kind, location, message, traceback))
 
     if record.message and plan.cells:
@@ -77,7 +91,8 @@ def report_session(
             message = f"{ename}: {evalue}" if evalue.strip() else ename
             problem(WarningSubtype.ERROR, cell, line, f"{tag}: {message}", traceback_text(result))
         elif status == CellStatus.TIMEOUT:
-            problem(WarningSubtype.TIMEOUT, cell, line, f"{tag}: {evalue}")
+            # Where the interrupt stopped it, when the kernel says.
+            problem(WarningSubtype.TIMEOUT, cell, line, f"{tag}: {evalue}", traceback_text(result))
         elif status == CellStatus.DIED:
             problem(WarningSubtype.CRASH, cell, line, f"{tag}: {evalue}")
         elif status == CellStatus.OK and cell.raises is not None:
@@ -91,19 +106,19 @@ def report_session(
             )
         for warning in output_problems(result.outputs, allow_html):
             problem(warning.subtype, cell, cell.line, f"{tag}: {warning.message}")
-        if status == CellStatus.OK and cell.stderr == StderrMode.WARN:
-            text = "".join(o.get("text", "") for o in result.outputs if o.get("name") == "stderr")
-            if strip_ansi(text).strip():
-                first_line = strip_ansi(text).strip().splitlines()[0]
-                problem(WarningSubtype.STDERR, cell, cell.line, f"{tag}: wrote to stderr: {first_line}")
+        text = result.stderr_text().strip()
+        if cell.stderr.reported and text and status != CellStatus.NOT_RUN and not result.unexpected(cell):
+            level = STDERR_LEVELS.get(cell.stderr, "WARNING")
+            message = f"{tag}: wrote to stderr: {text.splitlines()[0]}"
+            problem(WarningSubtype.STDERR, cell, cell.line, message, level=level)
     return problems
 
 
 def traceback_text(result: CellRecord) -> str:
-    """A cell's error as plain text, for report.txt."""
+    """A cell's error as plain text, for report.txt and ``livecells_show_tb``."""
     error = result.error or {}
-    text = "\n".join(error.get("traceback", [])) or f"{error.get('ename')}: {error.get('evalue')}"
-    return strip_ansi(text)
+    text = "\n".join(str(t) for t in error.get("traceback", [])) or f"{error.get('ename')}: {error.get('evalue')}"
+    return strip_controls(strip_ansi(text))
 
 
 def report_unshown(plan: SessionPlan, outcome: SessionOutcome, record: SessionRecord | None) -> list[Problem]:

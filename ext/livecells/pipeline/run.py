@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from sphinx.config import is_serializable
 from sphinx.environment import BuildEnvironment
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
+from sphinx.util.matching import Matcher
 
 from livecells.config import WARNING_TYPE, LivecellsConfig, get_config
 from livecells.execute.devices import GPU, detect_gpus
@@ -161,6 +162,21 @@ def helper_modules(env: BuildEnvironment) -> ModuleCache:
     return env.livecells_helper_modules  # type: ignore[attr-defined,no-any-return]
 
 
+def excluded(app: Sphinx, docname: str) -> bool:
+    """Whether ``livecells_execute_exclude`` matches the page's docname or its source path
+    (relative to the source dir), as Sphinx's ``exclude_patterns`` match."""
+    patterns = get_config(app.env).execute_exclude
+    if not patterns:
+        return False
+    matcher = Matcher(list(patterns))
+    source = Path(app.env.doc2path(docname))
+    try:
+        relative = source.relative_to(app.srcdir).as_posix()
+    except ValueError:
+        relative = docname
+    return matcher(docname) or matcher(relative)
+
+
 def session_outcome(
     session: SessionPlan,
     key: str,
@@ -290,27 +306,38 @@ class Run:
             latest = records.get(session.framework)
             if latest is not None and latest.status == SessionStatus.FAILED:
                 latest = None  # a session that could not run is no result (older stores kept some)
+            execute, chosen = self.page_mode(session)
             # With execution off, the pages show their recorded outputs: nothing stored counts.
-            stored = latest if self.config.execute != ExecuteMode.OFF else None
+            stored = latest if execute != ExecuteMode.OFF else None
             key = keys[session.docname][session.framework]
-            decision = decide(session, key, stored, mode, lambda: self.environment(session.framework))
+            decision = decide(
+                session, key, stored, replace(mode, execute=execute), lambda: self.environment(session.framework)
+            )
+            if chosen and not decision.run:
+                decision = replace(decision, reason=chosen)
             problems = self.report_decision(session, decision)
             if decision.run:
-                jobs.append(self.job(session, key, decision))
+                # Its last run's duration (whatever its key): the scheduler's and the progress
+                # line's estimate of how long it takes.
+                estimate = latest.duration if latest is not None else None
+                jobs.append(self.job(session, key, decision, estimate))
                 continue
             outcome = session_outcome(
                 session, key, latest, Origin.STORE if stored else Origin.RECORDED,
                 reason=decision.reason, failed=decision.failed, damaged=damaged, problems=problems,
             )
+            outcome.by_choice = bool(chosen) or execute == ExecuteMode.OFF
             self.outcome.sessions[(session.docname, session.framework)] = outcome
             if stored:
                 # The page shows the stored cells: their problems are this build's verdict too.
                 date = stored.provenance.date.replace("T", " ").replace("+00:00", " UTC")
                 note = f"stored result from {date}" if date else "stored result"
-                outcome.problems += report_session(session, stored, self.config.allow_html, outcome.current, note)
-            # With execution off the pages show recorded outputs by choice; a decision's own
-            # warning, or a stored failure to start, already says why no cell ran.
-            if self.config.execute != ExecuteMode.OFF and not problems and not (stored and stored.message):
+                outcome.problems += report_session(
+                    session, stored, self.config.allow_html, outcome.current, note, show_tb=self.config.show_tb
+                )
+            # With execution off (or the page excluded) the pages show what they show by choice; a
+            # decision's own warning, or a stored failure to start, already says why no cell ran.
+            if not outcome.by_choice and not problems and not (stored and stored.message):
                 outcome.problems += report_unshown(session, outcome, stored)
             self.outcome.failed += decision.failed
             if stored:
@@ -324,6 +351,21 @@ class Run:
         if jobs:
             self.execute(gpus, jobs)
         return sorted(self.changed_pages)
+
+    def page_mode(self, session: SessionPlan) -> tuple[ExecuteMode, str]:
+        """How the session's page runs, and why it does not by the author's choice ("": it is
+        no choice of the page's): ``livecells_execute_exclude`` makes it ``cache`` (stored
+        results, else recorded outputs), ``live-settings :execute:`` may say ``off``, ``cache``
+        or ``force`` (see :meth:`ExecuteMode.for_page`)."""
+        build = self.config.execute
+        if not build.runs:
+            return build, ""
+        if excluded(self.app, session.docname):
+            return ExecuteMode.CACHE, "the page is excluded from execution (livecells_execute_exclude)"
+        execute = build.for_page(session.settings.execute)
+        if execute != build and not execute.runs:
+            return execute, f"the page's live-settings say :execute: {execute}"
+        return execute, ""
 
     def unknown_framework(self, docname: str, cell: CellPlan) -> None:
         """A cell of no framework of livecells_frameworks: shown, not run; warned every build."""
@@ -351,7 +393,9 @@ class Run:
             warn(warning.message, warning.subtype, first)
         return [Problem(w.subtype, first, w.message) for w in decision.warnings]
 
-    def job(self, session: SessionPlan, key: str, decision: Decision) -> SessionJob:
+    def job(
+        self, session: SessionPlan, key: str, decision: Decision, estimate: float | None = None
+    ) -> SessionJob:
         from livecells.execute.scheduler import SessionJob
 
         log = Path(self.app.doctreedir) / "livecells-kernels" / f"{session.docname}.{session.framework}.log"
@@ -367,6 +411,7 @@ class Run:
             log_path=str(log),
             run_id=self.state.run_id,
             env_drop=self.config.env_drop,
+            estimate=estimate,
         )
 
     def scheduler(self, gpus: list[GPU]) -> Scheduler:
@@ -385,18 +430,19 @@ class Run:
         from livecells.execute.scheduler import run_async
 
         scheduler = self.scheduler(gpus)
-        progress = Progress(len(jobs), self.app.verbosity)
-
-        def on_start(job: SessionJob) -> None:
-            progress.started_one(job.plan.name, len(job.plan.cells))
+        # Sessions at once, for the estimate of what is left ('auto' on a cluster: unknown).
+        at_once = self.config.jobs if isinstance(self.config.jobs, int) else None
+        if at_once is None and executor_of(self.app).runs_locally:
+            at_once = max(1, len(gpus))
+        progress = Progress(jobs, self.app.verbosity, at_once)
 
         def on_done(job: SessionJob, record: SessionRecord) -> None:
-            progress.finished_one(job.plan.name, record.status)
+            progress.finished_one(job, record.status)
             self.finished(job, record)
 
         try:
             with sigterm_as_interrupt():
-                run_async(lambda: scheduler.run(jobs, on_done, on_start))
+                run_async(lambda: progress.around(scheduler.run(jobs, on_done, progress.started_one)))
         except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
             raise ExtensionError(f"livecells: {err}") from None
         finally:
@@ -419,7 +465,7 @@ class Run:
             message = f"{plan.name}: results not stored ({err}); the pages show this build's results"
             warn(message, WarningSubtype.STORE, plan.docname)
         self.changed_pages.add(plan.docname)
-        problems = report_session(plan, record, self.config.allow_html)
+        problems = report_session(plan, record, self.config.allow_html, show_tb=self.config.show_tb)
         outcome = session_outcome(plan, job.key, record, Origin.RUN, problems=problems)
         self.outcome.sessions[(plan.docname, plan.framework)] = outcome
         if not record.message:  # else its "kernel" problem says why no cell ran

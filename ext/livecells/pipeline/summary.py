@@ -2,8 +2,9 @@
 
 Each (page, framework) session of the build has a :class:`~livecells.model.records.SessionOutcome`: where its results
 came from (run now, the store, or the page's recorded outputs), its status and its problems,
-each located at ``file:line``. At the end of the build they are written under
-``<outdir>/_livecells/``: ``summary.json``, ``junit.xml`` (one test case per session) and
+each located at ``file:line`` (relative to the source dir). At the end of the build they are
+written outside the published site (the doctree folder's ``livecells-summary/``, or
+``livecells_summary_dir``): ``summary.json``, ``junit.xml`` (one test case per session) and
 ``report.txt`` with every problem's full traceback. Nothing here knows Sphinx.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,18 @@ def write_summary(
     sessions: list[SessionOutcome],
     totals: dict[str, Any],
     unknown: Sequence[tuple[str, Problem]] = (),
+    *,
+    root: str = "",
+    published: bool = False,
 ) -> None:
     """Write summary.json, junit.xml and report.txt into ``directory``. ``unknown``: the cells of
-    no known framework, by page (shown, not run: in no session)."""
+    no known framework, by page (shown, not run: in no session). ``root``: the source dir, which
+    the files' paths are relative to; ``published``: the folder is part of the published site,
+    so no traceback and no host name goes into it."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
+    sessions = [_for_summary(s, root, published) for s in sessions]
+    unknown = [(page, _problem(p, root, published)) for page, p in unknown]
     data = {
         "totals": totals,
         "sessions": [summary_entry(s) for s in sessions],
@@ -56,6 +64,36 @@ def write_summary(
             lines.append("")
     report = strip_controls("\n".join(lines))
     (folder / "report.txt").write_text(report, encoding="utf-8", errors="backslashreplace")
+
+
+def relative(path: str, root: str) -> str:
+    """``path`` (or ``path:line``) relative to ``root`` when it lies under it, in ``/`` form."""
+    if not root or not os.path.isabs(path):
+        return path
+    file, colon, line = path.rpartition(":")
+    if not (colon and line.isdigit()):
+        file, line = path, ""
+    inside = os.path.relpath(file, root)
+    if inside.startswith(".."):
+        return path
+    return Path(inside).as_posix() + (f":{line}" if line else "")
+
+
+def _problem(problem: Problem, root: str, published: bool) -> Problem:
+    return replace(
+        problem, location=relative(problem.location, root), traceback="" if published else problem.traceback
+    )
+
+
+def _for_summary(session: SessionOutcome, root: str, published: bool) -> SessionOutcome:
+    """The session as the files say it: its paths relative to the source dir; published, without
+    tracebacks or the host name."""
+    return replace(
+        session,
+        source=relative(session.source, root),
+        problems=[_problem(p, root, published) for p in session.problems],
+        host="" if published else session.host,
+    )
 
 
 def summary_entry(session: SessionOutcome) -> dict[str, Any]:
@@ -125,7 +163,8 @@ def junit_xml(
             ET.SubElement(case, "skipped", message=f"not run{why}: the page shows its recorded outputs")
         elif session.origin == Origin.STORE:
             out = ET.SubElement(case, "system-out")
-            out.text = f"results from the store, made {session.date} on {session.host}"
+            host = f" on {session.host}" if session.host else ""
+            out.text = f"results from the store, made {session.date}{host}"
     for page, problem in unknown:
         case = ET.SubElement(suite, "testcase", classname=page, name=f"unknown framework ({problem.location})")
         ET.SubElement(case, "failure", message=f"{problem.location}: {problem.message}", type=problem.kind)

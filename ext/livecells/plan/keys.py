@@ -70,7 +70,10 @@ def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings
         # :raises: decides the cell's stored ``expected`` and the session's status, which the
         # command line's report reads without the page.
         raises = None if cell.raises is None else sorted(cell.raises)
-        digest.update(json.dumps([cell.code, _seconds(timeout), raises]).encode())
+        entry: list[Any] = [cell.code, _seconds(timeout), raises]
+        if cell.allow_errors:  # livecells_allow_errors does what a bare :raises: does
+            entry.append("allow-errors")
+        digest.update(json.dumps(entry).encode())
         digest.update(b"\0")
     return digest.hexdigest()
 

@@ -18,7 +18,7 @@ from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE, get_config
 from livecells.model.plans import CellPlan, PagePlan, PageSettings, SessionPlan
-from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.model.vocabulary import ExecuteMode, StderrMode, WarningSubtype
 from livecells.read.nodes import ALL, live_cell, live_settings
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 source=cell.source or str(source),
                 only=tuple(reversed(only)),
                 unknown=tuple(cell.get("unknown") or ()),
+                allow_errors=config.allow_errors,
             )
         )
     settings_nodes = list(doctree.findall(live_settings))
@@ -76,6 +77,7 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
             gpus=first.get("gpus"),
             timeout=first.get("timeout"),
             depends=tuple(first.get("depends", ())),
+            execute=ExecuteMode(first["execute"]) if first.get("execute") else None,
         )
     return PagePlan(docname=docname, source=str(source), cells=tuple(plans), settings=settings)
 

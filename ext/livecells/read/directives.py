@@ -25,8 +25,10 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
-from livecells.model.vocabulary import StderrMode, WarningSubtype
+from livecells.model.vocabulary import ExecuteMode, StderrMode, WarningSubtype
+from livecells.read.display import DISPLAY_OPTIONS, display_attributes
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
+from livecells.read.values import value_option
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,10 @@ def _stderr(argument: str) -> StderrMode:
     return StderrMode(directives.choice(argument, STDERR_MODES))
 
 
+def _execute(argument: str) -> ExecuteMode:
+    return ExecuteMode(directives.choice(argument, ExecuteMode.words()))
+
+
 def _patterns(argument: str) -> list[str]:
     return [part.strip() for part in argument.split(",") if part.strip()]
 
@@ -82,6 +88,8 @@ class LiveCellDirective(SphinxDirective):
         "no-timing": directives.flag,
         "name": directives.unchanged_required,
         "class": directives.class_option,
+        **DISPLAY_OPTIONS,  # how the cell is shown, never what runs (read/display.py)
+        "value": value_option,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -116,7 +124,10 @@ class LiveCellDirective(SphinxDirective):
             warn_config(self.get_location(), "live-cell: the cell has no code")
         # Seen frameworks are kept in order, without duplicates.
         frameworks = list(dict.fromkeys(n for n in names if n == ALL or n in known))
+        display, display_children = display_attributes(self, code, warn_config)
         cell = live_cell(
+            "",
+            *display_children,
             code=code,
             frameworks=frameworks,
             unknown=unknown,
@@ -124,11 +135,14 @@ class LiveCellDirective(SphinxDirective):
             hide_output="hide-output" in self.options,
             raises=self.options.get("raises"),
             timeout=self.options.get("timeout"),
-            stderr=self.options.get("stderr", StderrMode.SHOW),
+            # The cell's own :stderr:, else the book's livecells_stderr.
+            stderr=self.options.get("stderr", config.stderr),
             no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
             classes=self.options.get("class", []),
+            **display,
+            value=self.options.get("value"),
         )
         self.set_source_info(cell)
         self.add_name(cell)
@@ -193,6 +207,7 @@ class LiveSettingsDirective(SphinxDirective):
         "gpus": directives.nonnegative_int,
         "timeout": _seconds,
         "depends": _patterns,
+        "execute": _execute,
     }
 
     def run(self) -> list[nodes.Node]:
@@ -200,6 +215,7 @@ class LiveSettingsDirective(SphinxDirective):
             gpus=self.options.get("gpus"),
             timeout=self.options.get("timeout"),
             depends=self.options.get("depends", []),
+            execute=self.options.get("execute"),
         )
         self.set_source_info(node)
         return [node]

@@ -26,9 +26,19 @@ from sphinx_design.shared import create_component
 from livecells.config import get_config
 from livecells.model.mime import IMAGE_TYPES
 from livecells.model.records import CellRecord, SessionRecord, outcome_of
+from livecells.model.values import hidden
 from livecells.model.vocabulary import CellStatus, Origin
 from livecells.read.collect import plans
 from livecells.read.nodes import ALL, live_cell, live_group, live_recorded, live_settings, live_text
+from livecells.render.display import (
+    code_block,
+    collapsed,
+    figure_number,
+    output_figure,
+    place_code_below,
+    setup_display,
+    sized_images,
+)
 from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
@@ -191,10 +201,15 @@ class RenderLiveCells(SphinxPostTransform):
         box["ids"] = list(cell["ids"])
         cell["ids"] = []
         if not cell["hide_code"]:
-            code = nodes.literal_block(cell["code"], cell["code"], classes=["livecells-input"])
-            code["language"] = "ipython3"  # IPython's lexer: !cmd, %magic and %%cell magics
-            box += code
+            box.extend(collapsed([code_block(cell)], cell.get("collapse_code"), "code", self.format))
         return box
+
+    def _shown_outputs(self, cell: live_cell, shown: list[nodes.Node], framework: str) -> list[nodes.Node]:
+        """A cell's outputs as its display options ask: images sized, in a figure, collapsed."""
+        sized_images(shown, cell, self.config_.image_options)
+        number = figure_number(self.env, self.docname, cell, self.config)
+        shown = output_figure(cell, shown, self.format, number, framework)
+        return collapsed(shown, cell.get("collapse_output"), "output", self.format)
 
     def _render_cell(self, cell: live_cell, framework: str, described: set[str]) -> list[nodes.Node]:
         box = self._cell_container(cell, framework)
@@ -203,7 +218,9 @@ class RenderLiveCells(SphinxPostTransform):
             cell["ids"] = []
         shown = self.shown.get((cell["index"], framework), Shown(Origin.RECORDED))
         if not cell["hide_output"]:
-            box.extend(self._fit_recorded(self._outputs(cell, shown, framework)))
+            box.extend(self._shown_outputs(cell, self._fit_recorded(self._outputs(cell, shown, framework)), framework))
+        if cell.get("code_below"):
+            place_code_below(box)
         line = self._timing_line(cell, shown, framework, described)
         if line is not None:
             box += line
@@ -219,14 +236,17 @@ class RenderLiveCells(SphinxPostTransform):
         if not cell["hide_output"]:
             if len(set(signatures.values())) <= 1 or self.format == "latex":
                 first = frameworks[0] if frameworks else ""
-                box.extend(self._fit_recorded(self._outputs(cell, shown.get(first, Shown(Origin.RECORDED)), first)))
+                outputs = self._fit_recorded(self._outputs(cell, shown.get(first, Shown(Origin.RECORDED)), first))
+                box.extend(self._shown_outputs(cell, outputs, first))
             else:
                 # The frameworks disagree: show each one's output, in synced tabs.
                 tab_set = _tab_set()
                 for framework in frameworks:
                     outputs = self._fit_recorded(self._outputs(cell, shown[framework], framework))
                     tab_set += self._tab_item(framework, outputs)
-                box += tab_set
+                box.extend(self._shown_outputs(cell, [tab_set], ALL))
+        if cell.get("code_below"):
+            place_code_below(box)
         described: set[str] = set()  # an `all` cell is a group of its own
         for framework in frameworks:
             line = self._timing_line(cell, shown[framework], framework, described, prefix=len(frameworks) > 1)
@@ -256,6 +276,9 @@ class RenderLiveCells(SphinxPostTransform):
             return _recorded_blocks(cell)
         result = shown.result
         out = self.outputs.render(cell, result, framework)
+        if shown.origin == Origin.STORE and out and self.format == "html":
+            # Marked as stored by an earlier build (the stylesheet sets them apart).
+            out = [nodes.container("", *out, classes=["livecells-from-store"])]
         if result.status == CellStatus.NOT_RUN:
             out.append(note(result.evalue or "not run", "livecells-not-run"))
             out.extend(_recorded_blocks(cell))
@@ -287,6 +310,7 @@ class RenderLiveCells(SphinxPostTransform):
                 environment=framework not in described,
                 stored=stored,
                 stale=stored and session is not None and cell["index"] in session.shown.stale,
+                host=self.config_.show_host,
             )
             described.add(framework)
         return None if line is None else note(line.text, *line.classes)
@@ -335,6 +359,7 @@ def _signature(result: CellRecord | None) -> str:
     kept = [
         {k: v for k, v in o.items() if k not in {"execution_count", "metadata"}}
         for o in result.outputs
+        if not hidden(o)
     ]
     return repr(kept)
 
@@ -346,3 +371,4 @@ def _tab_set() -> nodes.container:
 def setup_render(app: Sphinx) -> None:
     app.add_post_transform(RenderLiveCells)
     app.add_css_file("livecells.css")
+    setup_display(app)

@@ -26,6 +26,8 @@ from livecells.model.records import CellRecord, SessionRecord
 from livecells.model.vocabulary import CellStatus
 from livecells.read.collect import plans
 from livecells.read.nodes import live_cell, live_recorded, live_settings, live_text
+from livecells.read.values import live_value
+from livecells.render.launch import launch_nodes
 from livecells.render.outputs import page_url
 from livecells.render.results import Matched
 
@@ -100,6 +102,7 @@ def download_links(
             para += nodes.Text(" · ")
         uri = page_url(app.builder, docname, notebook_path(docname, spec.name))
         para += nodes.reference(spec.label, spec.label, refuri=uri, classes=["livecells-download"])
+        para += launch_nodes(app, docname, spec.name, notebook_path(docname, spec.name))
     return para if len(para) > 1 else None
 
 
@@ -203,10 +206,10 @@ def _walk(node: nodes.Element, depth: int, framework: str | None, pieces: list[P
         elif isinstance(child, nodes.section):
             _walk(child, depth + 1, framework, pieces)
         elif isinstance(child, nodes.title):
-            pieces.append(("md", "#" * max(1, min(depth, 6)) + " " + _inline(child), framework))
+            pieces.append(("md", "#" * max(1, min(depth, 6)) + " " + _inline(child, framework), framework))
         elif isinstance(child, nodes.paragraph):
             if "livecells-downloads" not in child["classes"]:
-                pieces.append(("md", _inline(child), framework))
+                pieces.append(("md", _inline(child, framework), framework))
         elif isinstance(child, nodes.literal_block):
             pieces.append(("md", "```\n" + child.astext() + "\n```", framework))
         elif isinstance(child, nodes.math_block):
@@ -225,24 +228,26 @@ def _walk(node: nodes.Element, depth: int, framework: str | None, pieces: list[P
             _walk(child, depth, framework, pieces)
 
 
-def _inline(node: nodes.Element) -> str:
-    """Text with the inline markup that markdown has."""
+def _inline(node: nodes.Element, framework: str | None = None) -> str:
+    """Text with the inline markup that markdown has (``framework``: whose prose it is)."""
     parts = []
     for child in node.children:
-        if isinstance(child, nodes.Text):
+        if isinstance(child, live_value) and framework in child.get("texts", {}):
+            parts.append(child["texts"][framework])  # a quote in prose of several frameworks
+        elif isinstance(child, nodes.Text):
             parts.append(child.astext())
         elif isinstance(child, nodes.literal):
             parts.append(f"`{child.astext()}`")
         elif isinstance(child, nodes.strong):
-            parts.append(f"**{_inline(child)}**")
+            parts.append(f"**{_inline(child, framework)}**")
         elif isinstance(child, nodes.emphasis):
-            parts.append(f"*{_inline(child)}*")
+            parts.append(f"*{_inline(child, framework)}*")
         elif isinstance(child, nodes.math):
             parts.append(f"${child.astext()}$")
         elif isinstance(child, nodes.reference) and child.get("refuri", "").startswith(("http:", "https:")):
             parts.append(f"[{child.astext()}]({child['refuri']})")
         elif isinstance(child, nodes.Element):
-            parts.append(_inline(child))
+            parts.append(_inline(child, framework))
     return "".join(parts).replace("\n", " ")
 
 

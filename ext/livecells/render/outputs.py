@@ -26,9 +26,10 @@ from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_pri
 from livecells.model.records import RENDER_WARNED, CellRecord
 from livecells.model.streams import shown_outputs
 from livecells.model.text import css_name, one_line, strip_ansi, xml_text
+from livecells.model.values import hidden
 from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.nodes import live_cell
-from livecells.render.ansi import ansi_to_html
+from livecells.render.ansi import ansi_to_html, ansi_to_latex, has_colours
 from livecells.render.markup import (
     MATHJAX_PROCESS,
     UnsafeMath,
@@ -78,6 +79,8 @@ class Outputs:
         # output of the wrong shape is left out where it stands, with a warning.
         run: list[dict[str, Any]] = []
         for position, output in enumerate(result.outputs):
+            if hidden(output):  # a named value the cell does not show (render/values.py quotes it)
+                continue
             try:
                 check_output(output, f"output {position + 1}")
             except Invalid as err:
@@ -124,7 +127,7 @@ class Outputs:
         kind = output.get("output_type")
         if kind == "stream":
             name = output.get("name")
-            if name == "stderr" and cell.get("stderr") == StderrMode.HIDE:
+            if name == "stderr" and not StderrMode(cell.get("stderr", StderrMode.SHOW)).shown:
                 return []
             text = str(output.get("text", ""))  # already as JupyterLab shows it (shown_outputs)
             if not text:
@@ -166,6 +169,18 @@ class Outputs:
                 f'<div class="{names}"><div class="highlight"><pre>{lead}{ansi_to_html(text)}</pre></div></div>\n'
             )
             return nodes.raw("", markup, format="html")
+        if self.format == "latex" and has_colours(text):
+            # Coloured text as Sphinx's verbatim with xcolor commands, in the output cells' style
+            # (which render.latex gives the literal blocks).
+            body = ansi_to_latex(text[:-1] if text.endswith("\n") else text)
+            return nodes.raw(
+                "",
+                "\n\\begingroup\\livecellsstyleoutputcell\n"
+                "\\begin{sphinxVerbatim}[commandchars=\\\\\\{\\}]\n"
+                f"{body}\n\\end{{sphinxVerbatim}}\n\\endgroup\n",
+                format="latex",
+                classes=["output", "livecells-output", *classes],
+            )
         plain = strip_ansi(text)
         return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 

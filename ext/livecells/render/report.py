@@ -9,6 +9,7 @@ rewritten whenever what it would show changes, although its source did not.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from html import escape
@@ -51,8 +52,11 @@ class LiveReportDirective(SphinxDirective):
 
 
 def report_rows(app: Sphinx) -> list[SessionOutcome]:
-    """Every session of the site, as the build's outcome has it, in page order."""
+    """Every session of the site, as the build's outcome has it, in page order; the machines'
+    names left out unless ``livecells_show_host`` says."""
     sessions = outcome_of(app.env).sessions.values()
+    if not get_config(app.env).show_host:
+        sessions = [dataclasses.replace(s, host="") for s in sessions]
     return sorted(sessions, key=lambda s: (s.page, _order(app, s.framework)))
 
 

@@ -47,6 +47,7 @@ def timing_line(
     environment: bool = True,
     stored: bool = False,
     stale: bool = False,
+    host: bool = True,
 ) -> TimingLine | None:
     """The line under a cell that has a result; None when it would be empty.
 
@@ -54,7 +55,8 @@ def timing_line(
     the framework's label, for a cell that shows several frameworks' lines. ``environment``: name
     the device and the framework version (``version_module`` and its version). ``stored``: the
     result comes from the store, so the line says when and where it ran; ``stale``: and that it
-    was made for other code.
+    was made for other code. ``host``: a stored result's line names the machine it ran on
+    (``livecells_show_host``).
     """
     parts = [label] if label else []
     if seconds is not None:
@@ -65,8 +67,8 @@ def timing_line(
         if provenance.framework_version:
             parts.append(f"{version_module} {provenance.framework_version}")
     if stored:
-        host = f" on {provenance.host}" if provenance.host else ""
-        parts.append(f"stored result from {format_date(provenance.date)}{host}")
+        where = f" on {provenance.host}" if host and provenance.host else ""
+        parts.append(f"stored result from {format_date(provenance.date)}{where}")
         if stale:
             parts.append("made for other code, settings or :depends: files than the page has now")
     if not parts:

@@ -37,7 +37,15 @@ from livecells.execute.dask.cluster import (
     start_kernels,
 )
 from livecells.execute.executors import ExecutorProblem
-from livecells.execute.scheduler import OnDone, OnStart, SessionJob, failed_record, lost_record
+from livecells.execute.scheduler import (
+    OnDone,
+    OnStart,
+    SessionJob,
+    cell_listener,
+    failed_record,
+    lost_record,
+    run_order,
+)
 from livecells.model.records import SessionRecord
 
 #: Starts of one session: the first, and one more after its worker died.
@@ -146,11 +154,19 @@ class _ClusterRun:
         self.starts: dict[str, list[dict[str, str]]] = {}
         self.announced: set[str] = set()
         self.gave_up: set[str] = set()
+        #: Told of each cell a session sends (the build's progress line), from the workers' events.
+        self.on_cell = cell_listener.get()
 
     async def run(self, jobs: Sequence[SessionJob], on_done: OnDone, at_once: int | None) -> None:
         limit = asyncio.Semaphore(at_once) if at_once else None
         self.client.subscribe_topic(self.topic, self._on_event)
-        tasks = [asyncio.ensure_future(self._one(job, on_done, limit)) for job in jobs]
+        # Submitted in the local order, each with its rank as its priority: the cluster's
+        # scheduler starts the highest first wherever a worker is free.
+        ordered = run_order(jobs)
+        tasks = [
+            asyncio.ensure_future(self._one(job, on_done, limit, len(ordered) - rank))
+            for rank, job in enumerate(ordered)
+        ]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -164,15 +180,17 @@ class _ClusterRun:
             with suppress(Exception):
                 self.client.unsubscribe_topic(self.topic)
 
-    async def _one(self, job: SessionJob, on_done: OnDone, limit: asyncio.Semaphore | None) -> None:
+    async def _one(
+        self, job: SessionJob, on_done: OnDone, limit: asyncio.Semaphore | None, priority: int
+    ) -> None:
         token = _task_key(job)
         self.jobs[token] = job
         async with limit if limit is not None else nullcontext():
-            record = await self._execute(job, token)
+            record = await self._execute(job, token, priority)
         self._announce(token)
         on_done(job, record)
 
-    async def _execute(self, job: SessionJob, token: str) -> SessionRecord:
+    async def _execute(self, job: SessionJob, token: str, priority: int) -> SessionRecord:
         started = time.perf_counter()
         if job.gpus > self.info.gpus_per_worker:
             return failed_record(
@@ -192,7 +210,7 @@ class _ClusterRun:
             key=token,
             resources=job_resources(job, self.info.slots),
             retries=1,
-            priority=job.weight,
+            priority=priority,
             pure=False,
         )
         self.futures[token] = future
@@ -239,7 +257,12 @@ class _ClusterRun:
     def _on_event(self, event: tuple[float, Any]) -> None:
         _, message = event
         if isinstance(message, dict) and "token" in message:
-            self._threadsafe(self._started, message)
+            self._threadsafe(self._cell if "cell" in message else self._started, message)
+
+    def _cell(self, message: dict[str, Any]) -> None:
+        job = self.jobs.get(message["token"])
+        if job is not None and self.on_cell is not None and isinstance(message["cell"], int):
+            self.on_cell(job, message["cell"], len(job.plan.cells))
 
     def _started(self, message: dict[str, str]) -> None:
         token = message["token"]

@@ -25,7 +25,7 @@ from distributed.core import Status
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from livecells.execute.dask.cluster import GPU_RESOURCE, PLUGIN_NAME
-from livecells.execute.scheduler import SessionJob, failed_record
+from livecells.execute.scheduler import SessionJob, cell_listener, failed_record
 from livecells.execute.worker import (
     Cancelled,
     DeviceProblem,
@@ -96,6 +96,8 @@ def run_on_worker(job: SessionJob, key: str, topic: str, fork: bool = True) -> S
         kernels = WorkerKernels.of(worker)
         assert kernels is not None
         declared = int(worker.state.total_resources.get(GPU_RESOURCE, 0))
+        # Each cell the session sends, told to the build (its progress line) as an event.
+        told = cell_listener.set(lambda _, number, cells: worker.log_event(topic, {"token": key, "cell": number}))
         try:
             with WorkerDevices.of(worker, declared, GPU_RESOURCE).lease(job.gpus) as lease, kernels.session(
                 job.framework, fork, wanted
@@ -105,6 +107,8 @@ def run_on_worker(job: SessionJob, key: str, topic: str, fork: bool = True) -> S
             problem = f"the Dask worker {worker.address} on {host} cannot lend GPUs: {err}"
         except Cancelled:
             pass
+        finally:
+            cell_listener.reset(told)
         if record is None and problem is None:
             problem = "the session was cancelled"
     if record is None:
