@@ -229,13 +229,20 @@ def book(tmp_path, rootdir, monkeypatch):
         handle.write(CONF)
     # FakeKernels run the cells in this process: they import the site's package from here.
     monkeypatch.syspath_prepend(str(src))
-    return src
+    yield src
+    forget(src)
+
+
+def forget(src: Path) -> None:
+    """Forget the site's modules that this process imported (FakeKernels' cells ran here)."""
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(src)):
+            del sys.modules[name]
 
 
 def rebuild(src: Path, kernels: FakeKernels, **kwargs) -> list[str]:
     """Build; the pages whose sessions ran (their cells ran in this process: forget its imports)."""
-    for name in [n for n in sys.modules if n == "booktools" or n.startswith("booktools.")]:
-        del sys.modules[name]
+    forget(src)
     app, warnings = build_site(src, kernels=kernels, **kwargs)
     assert "WARNING" not in warnings, warnings
     outcome = app.env.livecells_outcome
@@ -297,3 +304,24 @@ def test_two_files_of_one_module_name_count_whole_both():
     for order in (lambda x, y: [x, y], lambda x, y: [y, x]):
         assert Helpers(order(one, other)).digest(cells) != Helpers(order(edited, other)).digest(cells)
     assert Helpers([one, one]).modules["tools"].readable  # the same file twice (book and page)
+
+
+def test_a_pages_own_python_depends_count_per_definition_and_unchanged_modules_are_not_read_again(
+    book, monkeypatch
+):
+    (book / "pagetools.py").write_text("def one():\n    return 1\n\n\ndef two():\n    return 2\n")
+    settings = ".. live-settings::\n   :depends: pagetools.py\n"
+    for name, code in {"page4": "import pagetools\nprint(pagetools.one())", "page5": "import pagetools\nprint(pagetools.two())"}.items():
+        (book / f"{name}.rst").write_text(f"{name}\n=====\n\n{settings}{page(code)}", encoding="utf-8")
+    kernels = FakeKernels()
+    assert rebuild(book, kernels) == ["index", "page1", "page2", "page3", "page4", "page5"]
+    # Nothing changed: no helper module is parsed again (the environment keeps them).
+    import livecells.plan.helpers
+
+    with monkeypatch.context() as patch:
+        patch.setattr(livecells.plan.helpers, "read_module", lambda *a: pytest.fail("parsed again"))
+        assert rebuild(book, kernels) == []
+    path = book / "pagetools.py"
+    path.write_text(path.read_text().replace("return 2", "return 22"))
+    assert rebuild(book, kernels) == ["page5"]
+    assert "22" in (book / "_build" / "html" / "page5.html").read_text()
