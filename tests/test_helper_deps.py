@@ -325,3 +325,18 @@ def test_a_pages_own_python_depends_count_per_definition_and_unchanged_modules_a
     path.write_text(path.read_text().replace("return 2", "return 22"))
     assert rebuild(book, kernels) == ["page5"]
     assert "22" in (book / "_build" / "html" / "page5.html").read_text()
+
+
+@pytest.mark.parametrize("init", ["from .tools import area\n", "from . import tools\n", "from booktools.tools import *\n"])
+def test_a_package_that_imports_its_own_modules_counts_them_whole(tmp_path, init):
+    """``booktools/__init__.py`` re-exports ``area`` from ``tools.py``: a session that calls
+    ``booktools.area()`` reaches tools.py through an import the cells never wrote."""
+    package = tmp_path / "booktools"
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    (package / "tools.py").write_text("def area(w, h):\n    return w * h\n")
+    files = [str(package / "__init__.py"), str(package / "tools.py")]
+    cells = ["import booktools\nbooktools.area(2, 3)"]
+    before = read_helpers(str(tmp_path), files).digest(cells)
+    (package / "tools.py").write_text("def area(w, h):\n    return h * w\n")
+    assert read_helpers(str(tmp_path), files).digest(cells) != before

@@ -146,16 +146,24 @@ def _reads_namespace(call: ast.Call) -> bool:
     return call.func.id not in {"vars", "locals", "dir"} or not (call.args or call.keywords)
 
 
-def _imported_modules(tree: ast.AST) -> set[str]:
-    """Every absolute module an import statement anywhere in ``tree`` names (and the parents)."""
+def _imported_modules(tree: ast.AST, package: str) -> set[str]:
+    """Every module an import statement anywhere in ``tree`` names (and the parents), relative
+    ones (``from .tools import area``) resolved against ``package``, the module's own package."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found.update(prefixes(alias.name))
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.update(prefixes(node.module))
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                above = parts[: len(parts) - (node.level - 1)] if node.level - 1 <= len(parts) else []
+                base = ".".join(p for p in (*above, base) if p)
+            if not base:
+                continue
+            found.update(prefixes(base))
+            found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
     return found
 
 
@@ -256,5 +264,5 @@ def read_module(name: str, path: str, digest: str, source: str | None) -> Helper
         definitions={k: digest_of(v) for k, v in segments.items()},
         references=references,
         whole_definitions=frozenset(whole),
-        imports=frozenset(_imported_modules(tree)),
+        imports=frozenset(_imported_modules(tree, name if path.endswith("__init__.py") else name.rpartition(".")[0])),
     )
