@@ -340,3 +340,40 @@ def test_a_package_that_imports_its_own_modules_counts_them_whole(tmp_path, init
     before = read_helpers(str(tmp_path), files).digest(cells)
     (package / "tools.py").write_text("def area(w, h):\n    return h * w\n")
     assert read_helpers(str(tmp_path), files).digest(cells) != before
+
+
+def test_a_module_of_the_books_own_that_imports_a_helper_module_counts_it_whole(tmp_path):
+    """``mylib.py`` beside the page is no helper module of livecells_depends, but it imports one:
+    a session that imports mylib (or preloads it) reaches the helper module through it."""
+    package = tmp_path / "booktools"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tools.py").write_text("def area(w, h):\n    return w * h\n")
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "mylib.py").write_text("from wrapped import double\n")
+    (tmp_path / "pages" / "wrapped.py").write_text("from booktools.tools import area\n\ndef double(w):\n    return area(w, 2)\n")
+    (tmp_path / "pages" / "plain.py").write_text("def double(w):\n    return 2 * w\n")
+    files = [str(package / "__init__.py"), str(package / "tools.py")]
+    folders = [str(tmp_path / "pages")]
+
+    def digests(cells, preload=()):
+        return read_helpers(str(tmp_path), files).digest(cells, preload, folders=folders)
+
+    before = {
+        "cell": digests(["import mylib\nmylib.double(3)"]),
+        "preload": digests(["print(1)"], ["mylib"]),
+        "plain": digests(["import plain\nplain.double(3)"]),
+    }
+    (package / "tools.py").write_text("def area(w, h):\n    return h * w\n")
+    assert digests(["import mylib\nmylib.double(3)"]) != before["cell"]
+    assert digests(["print(1)"], ["mylib"]) != before["preload"]
+    assert digests(["import plain\nplain.double(3)"]) == before["plain"] == ""  # imports none
+
+
+def test_a_modules_getattr_answers_for_the_names_it_does_not_define():
+    source = "def __getattr__(name):\n    return len(name)\n\ndef other():\n    return 1\n"
+    cells = ["import lazy\nlazy.anything"]
+    before = Helpers([read_module("lazy", "lazy.py", "1", source)]).digest(cells)
+    after = Helpers([read_module("lazy", "lazy.py", "2", source.replace("len(name)", "name"))]).digest(cells)
+    unrelated = Helpers([read_module("lazy", "lazy.py", "3", source.replace("return 1", "return 2"))]).digest(cells)
+    assert before != after and before == unrelated

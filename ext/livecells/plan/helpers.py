@@ -32,7 +32,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from livecells.plan.modules import HelperModule, digest_of, module_name, prefixes, read_module
+from livecells.plan.modules import HelperModule, digest_of, imported_modules, module_name, prefixes, read_module
 
 #: A definition that is not there (yet): adding it changes the keys of the sessions that named it.
 ABSENT = "<absent>"
@@ -45,6 +45,9 @@ class Usage:
     imported: set[str] = field(default_factory=set)
     names: dict[str, set[str]] = field(default_factory=dict)
     whole: set[str] = field(default_factory=set)
+    #: The top-level names of the other modules the cells import (a module of the book's own
+    #: folder may import a helper module in turn).
+    others: set[str] = field(default_factory=set)
 
     def use(self, module: str, name: str) -> None:
         self.names.setdefault(module, set()).add(name)
@@ -79,7 +82,9 @@ UsageCache = dict[Hashable, tuple[str, Usage]]
 class Helpers:
     """The helper modules a session's key may cover, by import name."""
 
-    def __init__(self, modules: Iterable[HelperModule], usages: UsageCache | None = None) -> None:
+    def __init__(
+        self, modules: Iterable[HelperModule], usages: UsageCache | None = None, roots: Iterable[str] = ()
+    ) -> None:
         by_name: dict[str, dict[str, HelperModule]] = {}
         for module in modules:
             by_name.setdefault(module.name, {})[module.path] = module
@@ -99,6 +104,8 @@ class Helpers:
         self.stems = {name for name in self.modules if "." not in name}
         words = sorted(self.packages)
         self._mention = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b") if words else None
+        #: The folders the helper modules' patterns were relative to (the source folder).
+        self.roots: tuple[str, ...] = tuple(roots)
         self.usages: UsageCache = {} if usages is None else usages
         self._names = json.dumps([sorted(self.known), sorted(self.stems)])
 
@@ -154,6 +161,7 @@ class Helpers:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     usage.imported.update(p for p in prefixes(alias.name) if p in self.known)
+                    usage.others.add(alias.name.split(".")[0])
                     self._other_name(alias.name, usage)
                     if alias.asname and alias.name in self.known:
                         bound[alias.asname] = alias.name
@@ -161,6 +169,7 @@ class Helpers:
                         bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 base = node.module
+                usage.others.add(base.split(".")[0])
                 self._other_name(base, usage)
                 if base not in self.known:
                     for alias in node.names:
@@ -224,10 +233,44 @@ class Helpers:
             return
         usage.whole |= self.under(module)  # the chain ends at a module: used as an object
 
-    def digest(self, cells: Sequence[str], preload: Iterable[str] = (), slot: Hashable = None) -> str:
-        """The part of a session's key that the helper modules make: what it reaches of each."""
+    def _local_import(self, names: Iterable[str], folders: Sequence[str]) -> bool:
+        """Whether one of ``names`` is a module of the book's own (``name.py`` or a package in one
+        of ``folders``) whose source names a helper package, or imports one that does."""
+        todo, seen = list(names), set()
+        while todo:
+            name = todo.pop()
+            if name in seen or name in self.known:
+                continue
+            seen.add(name)
+            for folder in folders:
+                for path in (os.path.join(folder, f"{name}.py"), os.path.join(folder, name, "__init__.py")):
+                    source = _source(path)
+                    if source is None:
+                        continue
+                    if self._mention and self._mention.search(source) or any(
+                        re.search(rf"\b{re.escape(stem)}\b", source) for stem in self.stems
+                    ):
+                        return True
+                    try:
+                        todo.extend(m.split(".")[0] for m in imported_modules(ast.parse(source), name))
+                    except (SyntaxError, ValueError):
+                        return True
+                    if path.endswith("__init__.py"):  # its modules: the whole folder's .py files
+                        todo.extend(f"{name}/{f[:-3]}" for f in _python_files(os.path.dirname(path)))
+        return False
+
+    def digest(
+        self, cells: Sequence[str], preload: Iterable[str] = (), slot: Hashable = None, folders: Iterable[str] = ()
+    ) -> str:
+        """The part of a session's key that the helper modules make: what it reaches of each.
+        ``folders``: where a kernel finds the book's own modules (the page's folder), besides
+        the folders the helper modules were found from."""
+        preload = tuple(preload)
         usage = self.usage(cells, preload, slot)
         wholes = set(usage.whole)
+        others = (usage.others | {p.split(".")[0] for p in preload}) - self.known
+        if others and self._local_import(others, (*folders, *self.roots)):
+            wholes |= set(self.modules)  # through a module of the book's own that imports one
         imported = set(usage.imported) | set(usage.names)
         # Importing a module runs its packages' __init__ first, and the modules its code imports.
         todo = list(imported)
@@ -240,10 +283,10 @@ class Helpers:
             module = self.modules.get(name)
             if module is None:
                 continue
-            others = {m for m in module.imports if m in self.modules and m != name}
-            if others or not module.readable:
+            inner = {m for m in module.imports if m in self.modules and m != name}
+            if inner or not module.readable:
                 wholes.add(name)
-                wholes |= others
+                wholes |= inner
         parts = []
         for name, module in self.modules.items():
             if name in wholes:
@@ -251,13 +294,30 @@ class Helpers:
                 continue
             if name not in imported:
                 continue
-            used, all_of_it = module.closure({*usage.names.get(name, ()), *module.import_names})
+            # A module's __getattr__ answers for the names it does not define (PEP 562).
+            used, all_of_it = module.closure({*usage.names.get(name, ()), *module.import_names, "__getattr__"})
             if all_of_it:
                 parts.append([name, "whole", module.path, module.digest])
                 continue
             definitions = sorted((n, module.definitions.get(n, ABSENT)) for n in used)
             parts.append([name, "import", module.path, module.import_digest, definitions])
         return digest_of(parts) if parts else ""
+
+
+def _source(path: str) -> str | None:
+    """A file's text, or None if it is not there (or not text)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _python_files(folder: str) -> list[str]:
+    try:
+        return sorted(f for f in os.listdir(folder) if f.endswith(".py") and f != "__init__.py")
+    except OSError:
+        return []
 
 
 #: The helper modules last read, by (path, name): kept in the build environment, so that an
@@ -291,4 +351,4 @@ def read_helpers(
             if cache is not None:
                 cache[(relative, name)] = known
         modules.append(known)
-    return Helpers(modules, usages)
+    return Helpers(modules, usages, [base])

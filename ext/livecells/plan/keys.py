@@ -285,7 +285,7 @@ def session_keys(
         base = os.path.dirname(page.source)
         digest, mine, problems = depends_split(base, page.settings.depends, hashes, cache)
         if mine:
-            helpers = Helpers([*helpers.modules.values(), *mine.modules.values()], helpers.usages)
+            helpers = Helpers([*helpers.modules.values(), *mine.modules.values()], helpers.usages, helpers.roots)
     if book:
         digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
     frameworks = (settings or RunSettings()).frameworks
@@ -294,7 +294,8 @@ def session_keys(
         own = digest
         spec = frameworks.get(session.framework)
         preload = spec.preload if spec else ()
-        used = helpers.digest([c.code for c in session.cells], preload, session.name) if helpers else ""
+        code = [c.code for c in session.cells]
+        used = helpers.digest(code, preload, session.name, [os.path.dirname(page.source)]) if helpers else ""
         if used:
             own = hashlib.sha256(f"{digest}/{used}".encode()).hexdigest()
         keys[session.framework] = session_key(session, own, settings)

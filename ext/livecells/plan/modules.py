@@ -146,7 +146,7 @@ def _reads_namespace(call: ast.Call) -> bool:
     return call.func.id not in {"vars", "locals", "dir"} or not (call.args or call.keywords)
 
 
-def _imported_modules(tree: ast.AST, package: str) -> set[str]:
+def imported_modules(tree: ast.AST, package: str) -> set[str]:
     """Every module an import statement anywhere in ``tree`` names (and the parents), relative
     ones (``from .tools import area``) resolved against ``package``, the module's own package."""
     found = set()
@@ -264,5 +264,5 @@ def read_module(name: str, path: str, digest: str, source: str | None) -> Helper
         definitions={k: digest_of(v) for k, v in segments.items()},
         references=references,
         whole_definitions=frozenset(whole),
-        imports=frozenset(_imported_modules(tree, name if path.endswith("__init__.py") else name.rpartition(".")[0])),
+        imports=frozenset(imported_modules(tree, name if path.endswith("__init__.py") else name.rpartition(".")[0])),
     )
