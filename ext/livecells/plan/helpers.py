@@ -32,7 +32,15 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from livecells.plan.modules import HelperModule, digest_of, imported_modules, module_name, prefixes, read_module
+from livecells.plan.modules import (
+    READER,
+    HelperModule,
+    digest_of,
+    imported_modules,
+    module_name,
+    prefixes,
+    read_module,
+)
 
 #: A definition that is not there (yet): adding it changes the keys of the sessions that named it.
 ABSENT = "<absent>"
@@ -122,7 +130,7 @@ class Helpers:
         Kept in :attr:`usages` under ``slot`` (a session's name; ``None``: by its code), and
         reused while the code, the preload and the helper modules' names are the same."""
         preload = tuple(preload)
-        digest = digest_of(list(cells), list(preload), self._names)
+        digest = digest_of(READER, list(cells), list(preload), self._names)
         known = self.usages.get(digest if slot is None else slot)
         if known is not None and known[0] == digest:
             return known[1]
@@ -342,7 +350,7 @@ def read_helpers(
             continue
         digest = hashlib.sha256(data).hexdigest()
         known = cache.get((relative, name)) if cache is not None else None
-        if known is None or known.digest != digest:
+        if known is None or known.digest != digest or known.reader != READER:
             try:
                 source: str | None = data.decode("utf-8")
             except UnicodeDecodeError:

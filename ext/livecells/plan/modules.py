@@ -16,6 +16,9 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+#: Bumped when what :func:`read_module` finds changes: a module cached by an older livecells is
+#: read again.
+READER = 1
 #: Calls that read a module's namespace as a whole (the last three without arguments).
 WHOLE_CALLS = frozenset({"globals", "eval", "exec", "__import__", "vars", "locals", "dir"})
 
@@ -182,8 +185,10 @@ class HelperModule:
     path: str
     #: The whole file's digest.
     digest: str
-    #: None: the file could not be read as Python; whoever imports it depends on all of it.
+    #: False: the file could not be read as Python; whoever imports it depends on all of it.
     readable: bool = True
+    #: The :data:`READER` that read it.
+    reader: int = READER
     #: The digest of what runs on import, and the top-level names that code reads.
     import_digest: str = ""
     import_names: frozenset[str] = frozenset()
