@@ -25,8 +25,9 @@ ALLOWED = {
     "plan": {"model"},
     "execute": {"model"},
     "sphinx_util": set(),
-    "config": {"model", "sphinx_util"},
-    "read": {"model", "config", "sphinx_util"},
+    "config_checks": {"model"},
+    "config": {"model", "config_checks", "sphinx_util"},
+    "read": {"model", "config", "config_checks", "sphinx_util"},
     "render": {"model", "config", "read", "store", "sphinx_util"},
     "pipeline": {"model", "config", "read", "plan", "store", "execute", "sphinx_util"},
     "convert": {"model"},
@@ -201,7 +202,7 @@ def test_what_a_dask_worker_loads_does_not_load_sphinx(names):
 #: Programs that run in a kernel's (or the guard's) own interpreter, as files: that interpreter
 #: may be another Python, without livecells, Sphinx or any site-packages.
 KERNEL_SIDE = (
-    "execute/hook.py", "execute/budget.py", "execute/template.py", "execute/sharing.py",
+    "execute/hook.py", "execute/budget.py", "execute/template.py", "execute/sharing.py", "execute/lifetime.py",
     "execute/interpreter.py", "execute/reaper.py",
 )
 

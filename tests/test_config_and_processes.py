@@ -310,6 +310,7 @@ BAD_VALUES = {
     "allow_html": ["no", 0],
     "executor": ["", 8786, None],
     "fork_kernels": ["no", None],
+    "keep_warm": [-1, float("inf"), "600", True, None],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
     "depends_granularity": ["functions", 1, None],
@@ -325,6 +326,10 @@ BAD_VALUES = {
     "show_tb": ["yes", 1, None],
     "summary_dir": [3, None],
     "show_host": ["yes", 0, None],
+    "repeat": [0, -1, "3", 1.5, None, True],
+    "warmup": [-1, "x", 1.5, None, True],
+    "drift_factor": [1, 0.5, "2", None, float("nan"), float("inf")],
+    "drift_floor": [-1, "x", None, float("nan")],
 }
 
 
@@ -400,6 +405,8 @@ BAD_OVERRIDES = {
     "launch": "https://x.org/{path}",
     "image_options": "width=80%",
     "allow_errors": "maybe", "stderr": "loud", "show_tb": "maybe", "show_host": "maybe",
+    "repeat": "many", "warmup": "some", "drift_factor": "big", "drift_floor": "x",
+    "keep_warm": "soon",
     "depends_granularity": "file",
 }  # fmt: skip
 
@@ -425,13 +432,13 @@ def test_bad_values_given_with_d_are_warnings_naming_d_and_the_defaults_are_used
     for name in BAD_OVERRIDES:
         assert getattr(get_config(app.env), name) == getattr(default, name), name
     good = {"timeout": "2.5", "jobs": "2", "allow_html": "false", "raise_on_error": "yes", "output_limit": "500",
-            "depends": "a.txt,b/*.py", "device": "cpu", "latex_framework": "all"}  # fmt: skip
+            "depends": "a.txt,b/*.py", "device": "cpu", "latex_framework": "all", "keep_warm": "600"}  # fmt: skip
     (src / "index.rst").write_text("A cell\n======\n" + cell("print(1)", "pytorch"))
     app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={f"livecells_{k}": v for k, v in good.items()})
     assert warnings.count("WARNING") == 2, warnings  # the two patterns below, nothing else
     config = get_config(app.env)
     assert (config.timeout, config.jobs, config.allow_html, config.raise_on_error) == (2.5, 2, False, True)
-    assert (config.output_limit, config.depends) == (500, ("a.txt", "b/*.py"))
+    assert (config.output_limit, config.depends, config.keep_warm) == (500, ("a.txt", "b/*.py"), 600.0)
     assert "WARNING: livecells_depends (given with -D): 'a.txt' matches no file" in warnings
 
 

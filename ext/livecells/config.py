@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from livecells import config_checks as checks
+from livecells.config_checks import ConfigError, EntriesDropped
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
-from livecells.model.launch import PLACEHOLDERS, LaunchTarget, launch_target
-from livecells.model.mime import PriorityOverride, priority_override
+from livecells.model.launch import PLACEHOLDERS, LaunchTarget
+from livecells.model.mime import PriorityOverride
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, Granularity, StderrMode, Vocabulary, WarningSubtype
 from livecells.sphinx_util import from_command_line, origin
 
@@ -35,201 +35,6 @@ WARNING_TYPE = "livecells"
 EXECUTE_MODES = ExecuteMode.words()
 DEVICE_MODES = DeviceMode.words()
 STDERR_MODES = StderrMode.words()
-
-
-class ConfigError(ValueError):
-    """A config value that cannot be used; the message names the value."""
-
-
-class EntriesDropped(ConfigError):
-    """Some entries of a list value cannot be used: each is reported and dropped, the rest kept."""
-
-    def __init__(self, kept: Any, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.kept = kept
-        self.problems = problems
-
-
-def _frameworks(value: Any) -> dict[str, FrameworkSpec]:
-    """The map of framework name -> settings, checked entry by entry: a bad entry is dropped
-    (and reported), the others kept; with none left the default is used."""
-    if not isinstance(value, Mapping) or not value:
-        raise ConfigError("must be a non-empty mapping of framework name -> settings")
-    specs: dict[str, FrameworkSpec] = {}
-    problems: list[str] = []
-    for name, settings in value.items():
-        try:
-            specs[name] = FrameworkSpec.from_settings(name, settings)
-        except ValueError as err:
-            problems.append(str(err))
-    if not specs:
-        raise ConfigError("; ".join(problems))
-    if problems:
-        raise EntriesDropped(specs, problems)
-    return specs
-
-
-def _choice(vocabulary: type[Vocabulary]) -> Callable[[Any], Vocabulary]:
-    def check(value: Any) -> Vocabulary:
-        if not isinstance(value, str) or value not in vocabulary.words():
-            raise ConfigError(f"must be one of {', '.join(map(repr, vocabulary.words()))}")
-        return vocabulary(value)
-
-    return check
-
-
-def _positive_number(value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError("must be a positive, finite number of seconds")
-    return float(value)
-
-
-def _jobs(value: Any) -> int | Literal["auto"]:
-    if value == "auto":
-        return "auto"
-    if isinstance(value, str) and value.isdigit():  # from -D livecells_jobs=2
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError("must be 'auto' or a positive integer")
-    return value
-
-
-def _string(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError("must be a non-empty string")
-    return value
-
-
-def _executor(value: Any) -> Any:
-    """``"local"``, an address (its scheme names the executor), an executor object, or a function
-    that returns a cluster's client; which executor it names is the build's to find out."""
-    if (isinstance(value, str) and value) or callable(value) or callable(getattr(value, "scheduler", None)):
-        return value
-    raise ConfigError(
-        "must be 'local', an executor's address ('tcp://host:8786'), an executor object, or a "
-        "function returning a client"
-    )
-
-
-def _optional_string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError("must be a string")
-    return value
-
-
-def _strings(what: str) -> Callable[[Any], tuple[str, ...]]:
-    """A validator of a list of non-empty strings (or one comma string): ``what`` they are. An
-    entry that is not one is dropped (and reported), the others kept."""
-
-    def check(value: Any) -> tuple[str, ...]:  # with none left, the default
-        if isinstance(value, str):
-            value = [p.strip() for p in value.split(",") if p.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"must be a list of {what}")
-        kept = tuple(p.strip() for p in value if isinstance(p, str) and p.strip())
-        problems = [
-            f"entry {number} {_shown(p)}: not a non-empty string"
-            for number, p in enumerate(value, 1)
-            if not (isinstance(p, str) and p.strip())
-        ]
-        if problems and not kept:
-            raise ConfigError(f"must be a list of {what}")
-        if problems:
-            raise EntriesDropped(kept, problems)
-        return kept
-
-    return check
-
-
-#: Glob patterns relative to the source dir.
-_patterns = _strings("glob patterns (strings), relative to the source dir")
-#: Shell-style patterns of environment variable names.
-_names = _strings("patterns of environment variable names (strings)")
-
-
-def _mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
-    """(builder, mime type, priority) entries, checked one by one (see :mod:`livecells.model.mime`)."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise ConfigError("must be a list of (builder, mime type, priority) tuples")
-    kept: list[PriorityOverride] = []
-    problems: list[str] = []
-    for number, entry in enumerate(value, 1):
-        try:
-            kept.append(priority_override(entry))
-        except ValueError as err:
-            problems.append(f"entry {number} {_shown(entry)}: {err}")
-    if problems:
-        raise EntriesDropped(tuple(kept), problems)
-    return tuple(kept)
-
-
-def _launch(value: Any) -> tuple[LaunchTarget, ...]:
-    """Service -> URL template (or framework -> template), checked entry by entry (see
-    :mod:`livecells.model.launch`)."""
-    if not isinstance(value, Mapping):
-        raise ConfigError("must be a mapping of service -> URL template (or framework -> URL template)")
-    kept: list[LaunchTarget] = []
-    problems: list[str] = []
-    for name, entry in value.items():
-        try:
-            kept.append(launch_target(name, entry))
-        except ValueError as err:
-            problems.append(f"entry {_shown(name)}: {err}")
-    if problems:
-        raise EntriesDropped(tuple(kept), problems)
-    return tuple(kept)
-
-
-def _shown(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
-#: Options of an output image, as the image directive checks them: livecells_image_options'
-#: keys, and (named image-*) live-cell options.
-IMAGE_CHECKS: dict[str, Callable[[str], Any]] = {
-    "width": directives.length_or_percentage_or_unitless,
-    "height": directives.length_or_unitless,
-    "alt": directives.unchanged_required,
-    "classes": directives.class_option,
-}
-
-
-def _image_options(value: Any) -> dict[str, Any]:
-    """Default options of every output image (``IMAGE_CHECKS``'s keys), checked one by one."""
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"must be a dict with any of {', '.join(IMAGE_CHECKS)}")
-    kept: dict[str, Any] = {}
-    problems: list[str] = []
-    for key, item in value.items():
-        if key not in IMAGE_CHECKS:
-            problems.append(f"{_shown(key)}: not one of {', '.join(IMAGE_CHECKS)}")
-            continue
-        text = " ".join(map(str, item)) if isinstance(item, (list, tuple)) else str(item)
-        try:
-            kept[key] = IMAGE_CHECKS[key](text)
-        except ValueError as err:
-            problems.append(f"{key}: {' '.join(str(err).split()).rstrip('.')}")
-    if problems:
-        raise EntriesDropped(kept, problems)
-    return kept
-
-
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError("must be True or False")
-    return value
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError("must be a positive integer")
-    return value
 
 
 def _meta(
@@ -245,12 +50,12 @@ class LivecellsConfig:
     """Every ``livecells_<field>`` value, validated."""
 
     frameworks: dict[str, FrameworkSpec] = field(
-        default_factory=lambda: _frameworks(DEFAULT_FRAMEWORKS),
+        default_factory=lambda: checks.frameworks(DEFAULT_FRAMEWORKS),
         metadata=_meta(
             "The frameworks the book is written for, in tab order: name -> {label, kernel, "
             f"preload, sync, gpu_used, version_of, env}}. Known frameworks ({', '.join(KNOWN_FRAMEWORKS)}) "
             "keep their defaults for what is left out; a bad entry is dropped.",
-            _frameworks,
+            checks.frameworks,
             "dict",
         ),
     )
@@ -259,7 +64,7 @@ class LivecellsConfig:
         metadata=_meta(
             "Which sessions run: auto (what changed), force (all), cache (none: stored results), off "
             "(none: recorded outputs).",
-            _choice(ExecuteMode),
+            checks.choice(ExecuteMode),
             " | ".join(map(repr, EXECUTE_MODES)),
             rebuild="",
         ),
@@ -269,7 +74,7 @@ class LivecellsConfig:
         metadata=_meta(
             "Glob patterns of pages (docnames or source paths, relative to the source dir, as "
             "exclude_patterns) that never run: they show stored results, else recorded outputs.",
-            _patterns,
+            checks.patterns,
             "list of str",
         ),
     )
@@ -277,29 +82,29 @@ class LivecellsConfig:
         default=DeviceMode.AUTO,
         metadata=_meta(
             "Which devices sessions may use: auto (the GPUs, if any), gpu (require one), cpu.",
-            _choice(DeviceMode),
+            checks.choice(DeviceMode),
             " | ".join(map(repr, DEVICE_MODES)),
             rebuild="",
         ),
     )
     timeout: float = field(
         default=600,
-        metadata=_meta("The time limit of each cell, in seconds.", _positive_number, "int | float", rebuild=""),
+        metadata=_meta("The time limit of each cell, in seconds.", checks.positive_number, "int | float", rebuild=""),
     )
     jobs: int | Literal["auto"] = field(
         default="auto",
-        metadata=_meta("Sessions run at once (auto: one per GPU, else one).", _jobs, "'auto' | int", rebuild=""),
+        metadata=_meta("Sessions run at once (auto: one per GPU, else one).", checks.jobs, "'auto' | int", rebuild=""),
     )
     store: str = field(
         default="_livecells",
-        metadata=_meta("Folder of stored results, relative to the source dir.", _string, "str"),
+        metadata=_meta("Folder of stored results, relative to the source dir.", checks.string, "str"),
     )
     raise_on_error: bool = field(
         default=False,
         metadata=_meta(
             "The build fails at its end if a page shows an unexpected error, a cell not run or a "
             "stale result.",
-            _bool,
+            checks.boolean,
             "bool",
             rebuild="",
         ),
@@ -309,7 +114,7 @@ class LivecellsConfig:
         metadata=_meta(
             "Every cell may raise: its error is shown, expected as with a bare :raises:, and no "
             "failure.",
-            _bool,
+            checks.boolean,
             "bool",
         ),
     )
@@ -318,7 +123,7 @@ class LivecellsConfig:
         metadata=_meta(
             "What a cell's stderr does where its :stderr: says nothing: show, remove (or hide), "
             "remove-warn, warn, error or severe (both fail the cell).",
-            _choice(StderrMode),
+            checks.choice(StderrMode),
             " | ".join(map(repr, STDERR_MODES)),
         ),
     )
@@ -326,7 +131,7 @@ class LivecellsConfig:
         default=False,
         metadata=_meta(
             "A failing cell's warning is followed by its traceback, as plain text.",
-            _bool,
+            checks.boolean,
             "bool",
             rebuild="",
         ),
@@ -335,21 +140,21 @@ class LivecellsConfig:
         default="",
         metadata=_meta(
             "The framework whose cells LaTeX prints: a name, all, or empty (the first).",
-            _optional_string,
+            checks.optional_string,
             "str",
             rebuild="",
         ),
     )
     allow_html: bool = field(
         default=True,
-        metadata=_meta("Render text/html outputs as HTML.", _bool, "bool", rebuild="html"),
+        metadata=_meta("Render text/html outputs as HTML.", checks.boolean, "bool", rebuild="html"),
     )
     executor: Any = field(
         default="local",
         metadata=_meta(
             "Where sessions run: local, an executor's address (tcp://host:8786), an executor "
             "object, or a function returning a client.",
-            _executor,
+            checks.executor,
             "str | object | function",
             rebuild="",
         ),
@@ -358,21 +163,32 @@ class LivecellsConfig:
         default=True,
         metadata=_meta(
             "Start kernels by forking a process that has imported the framework (Linux).",
-            _bool,
+            checks.boolean,
             "bool",
+            rebuild="",
+        ),
+    )
+    keep_warm: float = field(
+        default=0.0,
+        metadata=_meta(
+            "For edit loops (sphinx-autobuild, make html again): seconds a framework's fork-server "
+            "template may idle after a build, for the next build to adopt; 0: off. It lives at "
+            "most as long as the session (the terminal's shell) that started the build.",
+            checks.idle_seconds,
+            "float",
             rebuild="",
         ),
     )
     output_limit: int = field(
         default=100_000,
-        metadata=_meta("Characters kept of a cell's stdout (and, apart, of its stderr).", _positive_int, "int"),
+        metadata=_meta("Characters kept of a cell's stdout (and, apart, of its stderr).", checks.positive_int, "int"),
     )
     mime_priority: tuple[PriorityOverride, ...] = field(
         default=(),
         metadata=_meta(
             "(builder, mime type, priority) entries that change which output representation a "
             "builder shows (lower first; None: never); a bad entry is dropped.",
-            _mime_priority,
+            checks.mime_priority,
             "list of (str, str, int | None)",
         ),
     )
@@ -381,7 +197,7 @@ class LivecellsConfig:
         metadata=_meta(
             "Options of every output image (width, height, alt, classes), as MyST-NB's "
             "nb_render_image_options; a cell's :image-*: options win; a bad entry is dropped.",
-            _image_options,
+            checks.image_options,
             "dict",
             rebuild="html",
         ),
@@ -391,7 +207,7 @@ class LivecellsConfig:
         metadata=_meta(
             "Glob patterns (relative to the source dir) of files whose change re-runs every page (a "
             "Python module: the sessions that use what changed).",
-            _patterns,
+            checks.patterns,
             "list of str",
         ),
     )
@@ -400,7 +216,7 @@ class LivecellsConfig:
         metadata=_meta(
             "What of a Python module matched by livecells_depends or :depends: a session depends "
             "on: definitions (what its cells reach) or files (the whole file).",
-            _choice(Granularity),
+            checks.choice(Granularity),
             " | ".join(map(repr, Granularity.words())),
         ),
     )
@@ -409,7 +225,7 @@ class LivecellsConfig:
         metadata=_meta(
             "Shell-style patterns of environment variable names left out of the kernels' environment "
             "(secrets).",
-            _names,
+            checks.env_names,
             "list of str",
             rebuild="",
         ),
@@ -419,7 +235,7 @@ class LivecellsConfig:
         metadata=_meta(
             "Folder of summary.json, junit.xml and report.txt, relative to the source dir; empty: "
             "livecells-summary in the doctree folder, outside the published site.",
-            _optional_string,
+            checks.optional_string,
             "str",
             rebuild="",
         ),
@@ -428,18 +244,54 @@ class LivecellsConfig:
         default=False,
         metadata=_meta(
             "A stored result's line names the machine it ran on.",
-            _bool,
+            checks.boolean,
             "bool",
         ),
     )
 
+    repeat: int = field(
+        default=1,
+        metadata=_meta(
+            "Timed runs of every cell that gives no :repeat: (1: run once). Only for books whose "
+            "cells are all safe to run again; see docs/timing.rst.",
+            checks.positive_int,
+            "int",
+        ),
+    )
+    warmup: int = field(
+        default=1,
+        metadata=_meta(
+            "Runs before a repeated cell's timed ones, for cells that give no :warmup:.",
+            checks.count,
+            "int",
+        ),
+    )
+    drift_factor: float = field(
+        default=2.0,
+        metadata=_meta(
+            "A cell whose time changed by more than this factor since the time stored for the "
+            "same code on the same device is warned of (livecells.timing) and reported.",
+            checks.factor,
+            "int | float",
+            rebuild="",
+        ),
+    )
+    drift_floor: float = field(
+        default=0.01,
+        metadata=_meta(
+            "Seconds under which a difference in a cell's time is noise, never drift.",
+            checks.non_negative,
+            "int | float",
+            rebuild="",
+        ),
+    )
     launch: tuple[LaunchTarget, ...] = field(
         default=(),
         metadata=_meta(
             "Links that open a page's notebook of each framework in a notebook service: service "
             "(colab, binder, studiolab, or a label) -> URL template, or -> {framework: template}; "
             f"placeholders {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; a bad entry is dropped.",
-            _launch,
+            checks.launch,
             "dict",
             rebuild="html",
         ),
@@ -535,7 +387,7 @@ def read_config(
             for problem in err.problems:
                 report(f"{named(name)}: {problem}; that entry is ignored", name)
         except ConfigError as err:
-            report(f"{named(name)} = {_shown(values[name])}: {err}; using the default", name)
+            report(f"{named(name)} = {checks.shown(values[name])}: {err}; using the default", name)
         except Exception as err:  # a value whose own methods fail (a bad mapping)
             report(f"{named(name)}: cannot be read ({type(err).__name__}: {err}); using the default", name)
     config = LivecellsConfig(**kwargs)

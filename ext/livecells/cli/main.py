@@ -137,8 +137,12 @@ def report_pages(args: argparse.Namespace, classes: Sequence[str]) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    classes = fail_classes(args.fail_on)
     store = _store(args)
+    if args.compare:
+        from livecells.cli.compare import compare_command
+
+        return compare_command(args, store)
+    classes = fail_classes(args.fail_on)
     sessions, problems = session_rows(store)
     rows = [report_entry(session) for session in sessions]
     for problem in problems:
@@ -297,6 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
         "build reads them, running nothing, and every class is counted on what they show; "
         "without, on the stored records, a store file or session that cannot be used counting "
         "as not run. Also: problems (error,not-run: the default), errors (error), never",
+    )
+    report.add_argument(
+        "--compare", metavar="OTHER_STORE", help="print each cell's time against the same code's "
+        "on the same device in another store folder; exit 1 past --factor (see docs/timing.rst)"
+    )
+    report.add_argument(
+        "--factor", type=float, help="with --compare: the drift factor (default: livecells_drift_factor, 2)"
+    )
+    report.add_argument(
+        "--floor", type=float, help="with --compare: seconds of noise (default: livecells_drift_floor, 0.01)"
     )
     report.set_defaults(func=cmd_report)
 

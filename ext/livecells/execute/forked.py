@@ -17,18 +17,19 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from livecells.execute import sharing
 from livecells.execute import template as program
-from livecells.execute.reaper import process_status
+from livecells.execute.reaper import process_start, process_status
 
 #: In every template's (and so every forked kernel's) command line, so tools that look for
 #: kernels by "ipykernel" in the command line (tests/conftest.py) find them too.
@@ -73,17 +74,26 @@ class Template:
         preload: Sequence[str],
         workdir: str,
         env: dict[str, str],
+        warm: Mapping[str, Any] | None = None,
     ) -> None:
         self.python = python
         self.preload = tuple(preload)
         self.env = env  # what the imports saw
         self.path = os.path.join(workdir, f"t-{uuid.uuid4().hex[:8]}.sock")
         self.log_path = self.path[: -len(".sock")] + ".log"
-        modules = {"kernel": list(KERNEL_MODULES), "preload": list(self.preload)}
+        modules = {"kernel": list(KERNEL_MODULES), "preload": list(self.preload), "warm": warm}
         #: Before any import: a file changed after this may have been read old or new.
         self.started_ns = time.time_ns()
         #: The files its imports read outside the interpreter's own folders, as it read them.
         self.files: dict[str, list[int]] = {}
+        #: Kept warm (``warm``): its record's slot (see :mod:`.warm`), what else its imports
+        #: read (installed files and folders), and its own program files as they were at start.
+        self.slot: Any = None
+        self.kept = warm is not None
+        self.installed: dict[str, Any] = {}
+        self.program: dict[str, list[int]] = {}
+        #: Called with the template once it is ready (a warm one is recorded for later builds).
+        self.on_ready: Callable[[Template], None] | None = None
         # The template's program is a file, run by the kernel's Python (see execute/template.py).
         command = [python, "-c", program.BOOT, program.__file__, MARKER, self.path, str(os.getpid())]
         with open(self.log_path, "wb") as log:
@@ -109,6 +119,8 @@ class Template:
         with self._lock:
             if self._ready is None:
                 self._ready, self._problem = self._read_ready(timeout)
+                if self._ready and self.on_ready is not None:
+                    self.on_ready(self)
         if not self._ready:
             raise ForkServerError(self._problem)
         if self.process.poll() is not None:
@@ -150,6 +162,7 @@ class Template:
             files = ready.get("files") or {}
             self.files = {str(path): list(state) for path, state in files.items()}
             self.left = dict(ready.get("left") or {})
+            self.installed = dict(ready.get("installed") or {})
         except (ValueError, KeyError, TypeError, AttributeError):
             problem = f"the template failed to start: {self._log_tail()}"
         return problem is None, problem or ""
@@ -220,6 +233,7 @@ class Template:
             self.process.stdout.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        self._forget()
 
     def close(self) -> None:
         """End the template, and with it every kernel forked here (by process group)."""
@@ -244,6 +258,77 @@ class Template:
         _killpg(self.process.pid, signal.SIGKILL)  # anything a preload started
         if self.process.stdout is not None:
             self.process.stdout.close()
+        self._forget()
+
+    def let_go(self) -> None:
+        """No later build may adopt this warm template (its record and lock go); it lives on."""
+        if self.slot is not None:
+            self.slot.remove()
+            self.slot.release()
+            self.slot = None
+
+    def _forget(self) -> None:
+        """A warm template ended: no later build may find it, and its own folder goes."""
+        self.let_go()
+        if self.kept:
+            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
+
+    def detach(self) -> None:
+        """The build ends, a warm template lives on for the next: the kernels it forked for this
+        build end now (its sessions have shut them down already), its lock goes."""
+        for pid in self.launched:
+            if process_start(pid) == self.starts.get(pid):
+                _killpg(pid, signal.SIGKILL)
+        if self.slot is not None:
+            self.slot.release()
+            self.slot = None
+
+    @classmethod
+    def adopted(cls, process: AdoptedProcess, info: Mapping[str, Any], env: dict[str, str]) -> Template:
+        """The template an earlier build kept warm, as its record ``info`` describes it (its
+        environment ``env``: the record keeps only its digest)."""
+        template = cls.__new__(cls)
+        template.python, template.preload = info["python"], tuple(info["preload"])
+        template.env, template.path, template.log_path = env, info["path"], info["log_path"]
+        template.started_ns, template.files = int(info["started_ns"]), dict(info["files"])
+        template.left, template.installed = dict(info.get("left") or {}), dict(info.get("installed") or {})
+        template.program, template.slot, template.on_ready = dict(info.get("program") or {}), None, None
+        template.kept = True
+        template.process = process  # type: ignore[assignment]
+        template._ready, template._problem, template._lock = True, "", threading.Lock()
+        template.launched, template.starts = [], {}
+        return template
+
+
+class AdoptedProcess:
+    """A Popen-like handle on a template that an earlier build started (its exit status is not
+    this process's to read: 1 once it has ended)."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int, start: int) -> None:
+        self.pid, self.start = pid, start
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        status = process_status(self.pid)
+        if self.returncode is None and (status is None or status[2] != self.start or status[0] in "ZX"):
+            self.returncode = 1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        return _polled(self, timeout)
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
 
 
 def changed_file(files: Mapping[str, Sequence[int]], since_ns: int) -> str | None:
@@ -306,14 +391,9 @@ class ForkedProcess:
             return 1
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
-            time.sleep(0.02)
-        assert self.returncode is not None
+        code = _polled(self, timeout)
         _reap_adopted(self.pid, self._start)
-        return self.returncode
+        return code
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:
@@ -331,6 +411,16 @@ class ForkedProcess:
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
+
+
+def _polled(process: Any, timeout: float | None) -> int:
+    """Popen's ``wait`` for a process that is not this one's child: its ``poll`` until it ends."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while (code := process.poll()) is None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired([str(process.pid)], timeout or 0)
+        time.sleep(0.02)
+    return int(code)
 
 
 def _reap_adopted(pid: int, start: int | None) -> None:

@@ -34,10 +34,11 @@ from jupyter_client.manager import AsyncKernelManager
 
 from livecells.execute.environment import kernel_python
 from livecells.execute.forked import ForkedProcess, ForkServerError, Template
-from livecells.execute.reaper import SESSION_VARIABLE
+from livecells.execute.reaper import SESSION_VARIABLE, process_start
 from livecells.model.environ import DEFAULT_ENV_DROP, kept_environ
 
 if TYPE_CHECKING:
+    from livecells.execute.warm import KeepWarm
     from livecells.model.frameworks import FrameworkSpec
 
 LAUNCHERS = ("ipykernel_launcher", "ipykernel")
@@ -64,7 +65,8 @@ class ForkServer:
 
     A template imports with the build's environment plus the kernelspec's ``env``; a session
     whose environment differs elsewhere than in :data:`PER_SESSION_ENV` (and ``per_session_env``)
-    is launched normally, since its preload might read those variables at import.
+    is launched normally, since its preload might read those variables at import. With
+    ``keep_warm`` (:mod:`.warm`), templates outlive the build and a later build adopts them.
     """
 
     def __init__(
@@ -76,8 +78,13 @@ class ForkServer:
         enabled: bool | None = None,
         per_session_env: Sequence[str] = (),
         env_drop: Sequence[str] = DEFAULT_ENV_DROP,
+        keep_warm: KeepWarm | None = None,
+        tell: Callable[[str], None] | None = None,
     ) -> None:
         self.startup_timeout = startup_timeout
+        self.keep_warm = keep_warm
+        #: Says which template each key's kernels fork from: started, or adopted (kept warm).
+        self.tell = tell or logger.debug
         #: Variables the templates (and so their kernels) never get: as a session's, see KernelSession.
         self.env_drop = tuple(env_drop)
         self.warn = warn or logging.getLogger(__name__).warning
@@ -145,10 +152,43 @@ class ForkServer:
             env = kept_environ(os.environ, (*self.env_drop, "PYTEST_CURRENT_TEST"))
             env.update({k: string.Template(v).safe_substitute(env) for k, v in key[2]})
             try:
-                template = Template(key[0], key[1], self._workdir, env)
+                template = self._warm(key, env) if self.keep_warm is not None else None
+                if template is None:
+                    template = Template(key[0], key[1], self._workdir, env)
+                    self.tell(f"a template imports {list(key[1])} for kernels of {key[0]}")
             except OSError as err:
                 raise ForkServerError(f"cannot start the template: {err}") from err
             self.templates[key] = template
+        return template
+
+    def _warm(self, key: Key, env: dict[str, str]) -> Template | None:
+        """The template kept warm for ``key`` (adopted, or started to be kept), or None while
+        another build holds it (this build then starts one of its own)."""
+        from livecells.execute import warm
+
+        assert self.keep_warm is not None
+        slot = warm.Slot(self.keep_warm, key, env)
+        if not slot.take():
+            self.tell(f"the template kept warm for {list(key[1])} serves another build: this build starts its own")
+            return None
+        try:
+            template, why = warm.adopt(slot, key, env)
+            if template is not None:
+                self.tell(f"kernels of {key[0]} fork from the template kept warm for {list(key[1])}")
+            else:
+                # One template kept per key: those kept for another environment stop (unless held).
+                if warm.stop_all(self.keep_warm.folder, prefix=slot.prefix, but=slot.record):
+                    why = why or "the environment changed"
+                program = warm.program_state()
+                settings = self.keep_warm.settings(slot.record)
+                template = Template(key[0], key[1], warm.socket_folder(), env, warm=settings)
+                template.program, template.on_ready = program, _recorder(slot, self.warn)
+                said = f" ({why})" if why else ""
+                self.tell(f"a template imports {list(key[1])} for kernels of {key[0]}, kept warm{said}")
+        except BaseException:
+            slot.release()
+            raise
+        template.slot = slot
         return template
 
     def _abandon(self, key: Key, template: Template, why: str) -> None:
@@ -231,7 +271,11 @@ class ForkServer:
             why = f"the page's folder has its own {own}, which a fresh kernel imports"
             self._fallback(key, why, broken=False)
             raise ForkServerError(why)
-        payload = {"op": "launch", "module": cmd[2], "args": list(cmd[3:]), "cwd": cwd}
+        payload = {
+            "op": "launch", "module": cmd[2], "args": list(cmd[3:]), "cwd": cwd,
+            # The build it must not outlive (a template kept warm outlives the one that started it).
+            "launcher": os.getpid(), "launcher_start": process_start(os.getpid()),
+        }
         try:
             reply = await asyncio.to_thread(template.request, dict(payload, env=dict(env)), fds)
         except ForkServerError as err:
@@ -251,6 +295,7 @@ class ForkServer:
         if self.templates.get(key) is template:
             del self.templates[key]
             self.retired.append(template)
+            template.let_go()  # no later build may adopt it; the next template may be kept
         for old in list(self.retired):
             if all(ForkedProcess(old, pid).poll() is not None for pid in old.launched):
                 self.retired.remove(old)
@@ -258,10 +303,14 @@ class ForkServer:
 
     def close(self) -> None:
         """Kill every template and every kernel forked from one; safe to call twice."""
+        kept_warm = [t for t in self.templates.values() if t._ready]  # the retired are not kept
         templates, self.templates = [*self.templates.values(), *self.retired, *self._abandoned], {}
         self.retired, self._abandoned = [], []
         for template in templates:
-            template.close()
+            if template.slot is not None and template in kept_warm and not template.gone():
+                template.detach()
+            else:
+                template.close()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -298,6 +347,21 @@ def _stream_fd(value: Any, default: int) -> int | None:
     if hasattr(value, "fileno"):
         return int(value.fileno())
     raise ForkServerError(f"cannot hand {value!r} to a forked kernel")
+
+
+def _recorder(slot: Any, warn: Callable[[str], None]) -> Callable[[Template], None]:
+    """Record a warm template for later builds once it is ready; if that fails, it ends with
+    this build (as a template that is not kept warm)."""
+
+    def record(template: Template) -> None:
+        try:
+            slot.write(template)
+        except OSError as err:
+            warn(f"a template cannot be kept warm: {err}")
+            slot.release()
+            template.slot = None
+
+    return record
 
 
 def _key_of(framework: FrameworkSpec) -> Key | None:

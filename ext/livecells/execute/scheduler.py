@@ -26,8 +26,9 @@ from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
 from livecells.execute.kernel import KernelSession
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.frameworks import FrameworkSpec
-from livecells.model.plans import SessionPlan
+from livecells.model.plans import CellPlan, SessionPlan
 from livecells.model.records import CellRecord, Probe, Provenance, SessionRecord, session_status
+from livecells.model.timings import FLOOR_CODE, FLOOR_SAMPLES, FLOOR_WARMUP, median
 from livecells.model.vocabulary import CellStatus
 
 if TYPE_CHECKING:
@@ -263,6 +264,7 @@ async def run_session(
     probe = Probe()
     message: str | None = None
     budget = plan.settings.timeout  # the page's budget for its cells, if it set one
+    floor: list[float] | None = None  # the empty cell's samples, once a cell repeats
     listener = cell_listener.get()
     try:
         session = await (kernel if kernel is not None else start_session(job, lease, session_factory))
@@ -282,7 +284,13 @@ async def run_session(
                 last = number == len(plan.cells)  # the probe comes with its reply
                 if listener is not None:
                     listener(job, number, len(plan.cells))
-                results[cell.index] = await session.run_cell(cell.code, timeout, last=last)
+                if cell.repeat > 1:
+                    if floor is None:
+                        floor = await _floor(session)
+                    deadline = None if budget is None else ready + budget
+                    results[cell.index] = await _repeated(session, cell, timeout, last, deadline)
+                else:
+                    results[cell.index] = await session.run_cell(cell.code, timeout, last=last)
             if not session.broken:
                 probe = await session.probe()
             probe = replace(probe, kernelspec=session.kernelspec)
@@ -297,7 +305,47 @@ async def run_session(
         message = f"livecells could not run the session: {type(err).__name__}: {err}"
     for cell in plan.cells:
         results.setdefault(cell.index, _not_run(message or "not run"))
-    return session_record(job, lease, results, probe, message, time.perf_counter() - started)
+    record = session_record(job, lease, results, probe, message, time.perf_counter() - started)
+    if floor:
+        record.floor, record.floor_samples = median(floor), floor
+    return record
+
+
+async def _floor(session: KernelSession) -> list[float]:
+    """The measurement floor's samples: an empty cell timed as the others, after a warm-up
+    (no samples if the kernel could not time it)."""
+    samples = []
+    for run in range(FLOOR_WARMUP + FLOOR_SAMPLES):
+        result = await session.run_cell(FLOOR_CODE, 30)
+        if result.status != CellStatus.OK or result.time is None:
+            return []
+        if run >= FLOOR_WARMUP:
+            samples.append(result.time)
+    return samples
+
+
+async def _repeated(
+    session: KernelSession, cell: CellPlan, timeout: float, last: bool, deadline: float | None = None
+) -> CellRecord:
+    """A cell run ``warmup + repeat`` times in its session, each run timed by the hook: the last
+    run's result, with every run's time (its ``time``: the median of the timed runs). A run that
+    fails, or that the hook could not time, ends the repeats: its result is the cell's. Each run
+    has the cell's ``timeout``, within the page's budget (``deadline``, on ``perf_counter``):
+    once it is spent, the runs made so far are the cell's."""
+    runs = cell.warmup + cell.repeat
+    times: list[float] = []
+    result = CellRecord(status=CellStatus.NOT_RUN)
+    for run in range(runs):
+        limit = timeout if deadline is None else min(timeout, deadline - time.perf_counter())
+        if run and limit <= 0:
+            break
+        result = await session.run_cell(cell.code, limit, last=last and run == runs - 1)
+        if result.status != CellStatus.OK or result.time is None:
+            return result
+        times.append(result.time)
+    samples = times[cell.warmup:] or times[-1:]  # the budget ended the warm-up: its last run
+    warmup = times[: len(times) - len(samples)]
+    return replace(result, time=median(samples), samples=samples, warmup=warmup)
 
 
 def session_record(

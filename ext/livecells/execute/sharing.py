@@ -177,6 +177,19 @@ def imported_files(modules: Mapping[str, Any], installed: list[str]) -> dict[str
     return found
 
 
+def installed_state(modules: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
+    """What a template kept warm for later builds rests on besides :func:`imported_files`: every
+    imported file in the installed folders too, and those folders themselves (an install or an
+    uninstall changes a folder), each as :func:`file_state` reads it."""
+    folders = {}
+    for folder in installed_folders():
+        try:
+            folders[folder] = file_state(os.stat(folder))
+        except OSError:
+            continue
+    return {"files": imported_files(modules, []), "folders": folders}
+
+
 def file_state(stat: os.stat_result) -> list[int]:
     """What changes when a file is written or replaced: ``[mtime_ns, ctime_ns, size, inode]``."""
     return [stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino]

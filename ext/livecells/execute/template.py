@@ -4,7 +4,8 @@ A template imports ipykernel and a framework once, then forks a kernel per launc
 child leaves the template's loop, becomes a fresh kernel (own session, environment, cwd,
 streams, random seeds) and runs ipykernel. The launcher starts it as
 ``python -c BOOT template.py MARKER SOCKET LAUNCHER_PID MODULES_JSON``
-(``MODULES_JSON``: ``{"kernel": [...], "preload": [...]}``)
+(``MODULES_JSON``: ``{"kernel": [...], "preload": [...], "warm": ...}``, ``warm`` as
+:class:`~livecells.execute.lifetime.Lifetime` takes it: how a template kept warm ends)
 (:data:`BOOT` runs this file by its path, in ``__main__``, as ``python template.py`` would,
 without putting this file's folder on ``sys.path``). The child starts ipykernel as
 ``python -m ipykernel_launcher`` does (``IPKernelApp.launch_instance``).
@@ -17,9 +18,9 @@ shared imports print is shown with the kernel's first cell, as a fresh kernel's 
 How the template finds and records what it shares is :mod:`livecells.execute.sharing`.
 
 It runs in the kernel's own Python, which need not have livecells installed: it imports only the
-standard library, and :mod:`~livecells.execute.reaper` and :mod:`~livecells.execute.sharing`
-(standard library too) by their paths, beside this file. Imported in the build process (by
-tests), it runs nothing.
+standard library, and :mod:`~livecells.execute.reaper`, :mod:`~livecells.execute.sharing` and
+:mod:`~livecells.execute.lifetime` (standard library too) by their paths, beside this file.
+Imported in the build process (by tests), it runs nothing.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ def _beside(name: str) -> Any:
 if __name__ == "__main__":
     reaper = _beside("reaper.py")
     sharing = _beside("sharing.py")
+    lifetime = _beside("lifetime.py")
 else:
-    from livecells.execute import reaper, sharing
+    from livecells.execute import lifetime, reaper, sharing
 
 
 def main(argv: list[str]) -> tuple[Any, ...] | None:
@@ -112,7 +114,10 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     # The files the kernels will run as the template read them: a launcher must not fork from a
     # template whose imported code has changed since (see ForkServer.launch).
     files = sharing.imported_files(sys.modules, sharing.installed_folders()) if problem is None else {}
-    os.write(ready, (json.dumps({"error": problem, "files": files, "left": left}) + "\n").encode())
+    said = {"error": problem, "files": files, "left": left}
+    if modules.get("warm") and problem is None:  # what later builds check before they adopt it
+        said["installed"] = sharing.installed_state(sys.modules)
+    os.write(ready, (json.dumps(said) + "\n").encode())
     os.close(ready)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -133,20 +138,24 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     signal.signal(signal.SIGTERM, _stop)
     # From now on the launcher's death ends the loop through SIGTERM, so that the kernels'
     # process trees are killed before the kernels themselves die (their PR_SET_PDEATHSIG).
-    reaper.die_with_parent(signal.SIGTERM)
+    # A template kept warm outlives its launcher: its owner and idle time end it (lifetime.py).
+    life = lifetime.Lifetime(parent, modules.get("warm"), reaper)
+    reaper.die_with_parent(0 if life.warm else signal.SIGTERM)
     if os.getppid() != parent:
         return
     children: dict[int, int | None] = {}
     template, become = os.getpid(), None
     try:
-        while os.getppid() == parent:  # the launcher died without close(): go too
+        while life.goes_on(children):  # (a build's own) the launcher died without close(): go too
             _reap(children)
+            life.orphaned(children)
             if not _readable(listener, 1.0):
                 continue
+            life.used()
             conn, _ = listener.accept()
             conn.settimeout(10)  # a client that says nothing must not block the others
             with conn:
-                become = _serve(conn, listener, keep, children)
+                become = _serve(conn, listener, keep, children, life)
             if become is not None:  # in the forked child
                 return (*become, imported_env, parent)
     finally:
@@ -155,6 +164,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
         _stopping = True
         if os.getpid() == template:
             _stop_children(children, path)
+            life.close(path)
         elif become is None:  # a child that failed on its way out: never into the template's code
             os._exit(1)
     return None
@@ -266,9 +276,10 @@ def _reap(children: dict[int, int | None]) -> None:
 
 
 def _serve(
-    conn: Any, listener: Any, keep: set[int], children: dict[int, int | None]
+    conn: Any, listener: Any, keep: set[int], children: dict[int, int | None], life: Any = None
 ) -> tuple[Any, ...] | None:
-    """Answer one request: ``launch`` (fork a kernel) or ``status`` (of a kernel forked here).
+    """Answer one request: ``launch`` (fork a kernel), ``status`` (of a kernel forked here) or
+    ``hello`` (which template answers: a build that adopts a template kept warm asks first).
 
     In the forked child it returns at once with :func:`child`'s arguments (its own copies of
     the passed fds, which the template's copies closing here leave open).
@@ -284,6 +295,8 @@ def _serve(
         if request["op"] == "status":
             _reap(children)
             reply: dict[str, Any] = {"returncode": children[request["pid"]]}
+        elif request["op"] == "hello":
+            reply = {"pid": os.getpid()}
         elif not os.path.isdir(request["cwd"]):
             reply = {"error": f"no such directory: {request['cwd']}"}
         else:
@@ -298,6 +311,8 @@ def _serve(
                     except BaseException:
                         os._exit(1)
                 children[pid] = None
+                if life is not None:
+                    life.launched(pid, request)
             finally:  # also when the fork failed (EAGAIN): SIGTERM must still end the template
                 if os.getpid() == template:  # the child unblocks it itself (child())
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
@@ -351,7 +366,7 @@ def child(
                     os.close(int(fd))
                 except OSError:
                     pass
-        launcher = launcher or parent
+        launcher = int(request.get("launcher") or launcher or parent)  # the build that asked
         env = session_environ(request["env"], imported_env, launcher)
         os.environ.clear()
         os.environ.update(env)

@@ -37,6 +37,10 @@ class CellPlan:
     unknown: tuple[str, ...] = ()
     #: ``livecells_allow_errors``: any error it raises is expected (it may also run cleanly).
     allow_errors: bool = False
+    #: Timed runs of a cell safe to run again (``:repeat:``; 1: run once, as any cell), after
+    #: ``warmup`` runs; the page shows the last run's output.
+    repeat: int = 1
+    warmup: int = 0
 
     def location(self, line: int | None = None) -> str:
         """``file:line`` for a warning about this cell (``line``: default, the directive's)."""

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from livecells.model.plans import CellPlan
 from livecells.model.text import strip_ansi
+from livecells.model.timings import CellTiming, DeviceTimings, iqr
 from livecells.model.vocabulary import CellStatus, ExecuteMode, Origin, SessionStatus, WarningSubtype
 
 #: IPython's name for a cell's code in a traceback: its execution count and the line.
@@ -45,6 +46,15 @@ class CellRecord:
     sync_error: str | None = None
     #: Its error is one the cell's ``:raises:`` expected when it ran.
     expected: bool = False
+    #: A repeated cell's (``:repeat:``) timed runs, in order; ``time`` is their median.
+    samples: list[float] = field(default_factory=list)
+    #: Its ``:warmup:`` runs' times, before the samples (kept, never part of the figure).
+    warmup: list[float] = field(default_factory=list)
+
+    @property
+    def spread(self) -> float | None:
+        """The IQR of a repeated cell's samples (None: it ran once)."""
+        return iqr(self.samples) if len(self.samples) > 1 else None
 
     @property
     def ename(self) -> str:
@@ -163,6 +173,48 @@ class SessionRecord:
     message: str | None = None  # why the session failed, if it did
     duration: float | None = None
     run_id: str = ""  # the build that ran it
+    #: The measurement floor: the median time of an empty cell timed as the others, measured
+    #: once in a session that repeats a cell (None: not measured); and its samples.
+    floor: float | None = None
+    floor_samples: list[float] = field(default_factory=list)
+    #: The session's latest timings on each device it ran on, by device (this record's own
+    #: among them once stored: see :meth:`with_devices`).
+    devices: dict[str, DeviceTimings] = field(default_factory=dict)
+
+    def timings(self) -> DeviceTimings | None:
+        """This record's own timings, on its device (None: it names no device)."""
+        if not self.provenance.device:
+            return None
+        return DeviceTimings(
+            device=self.provenance.device,
+            device_kind=self.provenance.device_kind,
+            date=self.provenance.date,
+            framework_version=self.provenance.framework_version,
+            host=self.provenance.host,
+            key=self.key,
+            floor=self.floor,
+            cells=tuple(
+                CellTiming(c.index, c.code_sha, c.time, tuple(c.samples), c.status == CellStatus.OK)
+                for c in self.cells
+            ),
+        )
+
+    def all_devices(self) -> dict[str, DeviceTimings]:
+        """Every device's latest timings the record knows: its own over the kept ones."""
+        found = dict(self.devices)
+        own = self.timings()
+        if own is not None:
+            found[own.device] = own
+        return found
+
+    def with_devices(self, previous: SessionRecord | None) -> SessionRecord:
+        """This record keeping the other devices' timings ``previous`` (the stored record it
+        replaces) knew; a device's timings are replaced only by a newer run on it."""
+        found = previous.all_devices() if previous is not None else {}
+        for name, timings in self.all_devices().items():
+            if name not in found or timings.date >= found[name].date:
+                found[name] = timings
+        return replace(self, devices=found)
 
     def cell_seconds(self) -> float | None:
         times = [c.time for c in self.cells if c.time is not None]

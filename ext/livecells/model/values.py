@@ -154,7 +154,8 @@ def format_plain(text: str, spec: str) -> str:
 
 
 def cell_seconds(result: CellRecord) -> float | None:
-    """The run time that prose quotes for a cell: the one place it is read from a result."""
+    """The run time that prose quotes for a cell: the one place it is read from a result (a
+    repeated cell's is the median of its timed runs)."""
     return result.time
 
 

@@ -162,6 +162,7 @@ class WarningSubtype(Vocabulary):
     STALE = "stale"
     EXECUTOR = "executor"
     RECORDED = "recorded"
+    TIMING = "timing"
     VALUE = "value"
 
 

@@ -29,6 +29,7 @@ from livecells.model.records import OUTCOME_ATTRIBUTE, RENDER_WARNED, BuildOutco
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.pipeline.run import Run, build_state, excluded, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.pipeline.summary import write_summary
+from livecells.pipeline.timings import report_sections, write_chart
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
 
@@ -140,8 +141,10 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     # default, the doctree folder, is Sphinx's internals, even where it is the site's .doctrees.)
     published = bool(config.summary_dir) and Path(app.outdir).resolve() in (folder.resolve(), *folder.resolve().parents)
     write_summary(
-        folder, list(outcome.sessions.values()), totals, outcome.unknown, root=str(app.srcdir), published=published
+        folder, list(outcome.sessions.values()), totals, outcome.unknown, root=str(app.srcdir), published=published,
+        sections=report_sections(outcome, str(app.srcdir)),
     )
+    write_chart(folder, outcome)
     if exception is None and config.raise_on_error and outcome.failures():
         # A failed verdict is the book's problem, not a crash: an error line and a non-zero exit
         # status (as sphinx.ext.doctest does), without the traceback and "report this to
@@ -166,11 +169,13 @@ LIVE_CELL = re.compile(r"^\s*\.\. live-cell::\s*(.+)$", re.MULTILINE)
 
 
 def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
-    """Start importing the frameworks while Sphinx reads, when this build will probably run cells.
+    """Start importing the frameworks while Sphinx reads, where this build is known to run cells.
 
-    Only a guess, from the pages' text: a page to read that has cells of a framework and no
-    stored results, or a source newer than them. What runs is decided after reading, by keys;
-    a wrong guess costs only a background import.
+    Known from the pages' text alone: a page to read that has cells of a framework and no stored
+    results (or every page, with ``livecells_execute = "force"``). A page that has stored results
+    may have changed in one session only (one framework's cell edited): which sessions run is
+    decided after reading, by keys, and the scheduler starts the templates of those sessions
+    alone (``ForkServer.ready``), so that an edit never imports a framework it does not run.
     """
     config = get_config(app.env)
     if not runs_cells(app) or not config.fork_kernels or not executor_of(app).runs_locally:
@@ -186,13 +191,12 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
         names = {n.strip() for arg in LIVE_CELL.findall(text) for n in arg.replace(" ", ",").split(",")}
         if not names or excluded(app, docname):
             continue
-        stored = store.path(docname)
-        if config.execute == ExecuteMode.AUTO and stored.exists() and stored.stat().st_mtime >= source.stat().st_mtime:
+        if config.execute == ExecuteMode.AUTO and store.path(docname).exists():
             continue
         wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
-    server = build_state(app).processes.fork_server(config.env_drop, app.confdir)
+    server = build_state(app).processes.fork_server(config.env_drop, app.confdir, config.keep_warm, app.doctreedir)
     for name in config.framework_names():
         if name in wanted:
             server.prepare(config.frameworks[name])

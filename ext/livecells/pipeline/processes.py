@@ -4,7 +4,8 @@ An executor whose sessions run here (``"local"``) asks for a guard
 (:mod:`livecells.execute.reaper`), which makes this process a subreaper and kills every session's
 processes if the build dies, however; with ``livecells_fork_kernels``, for a fork server, which
 keeps a template per framework. Both are made on first use and closed when the build finishes,
-or on the way out of an interrupted one. SIGTERM stops execution as Ctrl-C does, so that every
+or on the way out of an interrupted one; with ``livecells_keep_warm``, the templates live on for
+the next build of the book (:mod:`livecells.execute.warm`). SIGTERM stops execution as Ctrl-C does, so that every
 kernel is shut down.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator, Sequence
@@ -47,18 +49,28 @@ class Processes:
             atexit.register(self.close)
         return self.watcher
 
-    def fork_server(self, env_drop: Sequence[str], confdir: str | None = None) -> ForkServer:
+    def fork_server(
+        self, env_drop: Sequence[str], confdir: str | None = None, keep_warm: float = 0.0,
+        doctreedir: str | None = None,
+    ) -> ForkServer:
         """The fork server, made on first use; its templates drop the variables ``env_drop``
         names (livecells_env_drop) from their environment, and its notes on preloads point at the
-        line of ``confdir``'s conf.py that names them."""
+        line of ``confdir``'s conf.py that names them. ``keep_warm``: seconds its templates may
+        idle after the build, recorded in ``doctreedir`` for the next build (0: they end with it)."""
         if self.server is None:
             from livecells.execute.forkserver import ForkServer
+            from livecells.execute.warm import KeepWarm
 
             where = conf_location(confdir, "livecells_frameworks")
+            warm = None
+            if keep_warm and doctreedir:
+                warm = KeepWarm.here(os.path.join(doctreedir, "livecells-warm"), keep_warm)
             self.server = ForkServer(
                 warn=lambda message: logger.info(f"livecells: {message}"),
                 note=lambda message: logger.info(f"livecells: {message}", location=where),
+                tell=lambda message: logger.verbose(f"livecells: {message}"),
                 env_drop=env_drop,
+                keep_warm=warm,
             )
             # Ctrl-C ends a build without build-finished: close the templates on the way out too.
             atexit.register(self.close)

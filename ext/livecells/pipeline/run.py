@@ -41,6 +41,7 @@ from livecells.model.vocabulary import DeviceMode, ExecuteMode, Granularity, Ori
 from livecells.pipeline.problems import report_session, report_unshown
 from livecells.pipeline.processes import Processes, sigterm_as_interrupt
 from livecells.pipeline.progress import Progress
+from livecells.pipeline.timings import drift_problems, keep_devices
 from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.helpers import Helpers, ModuleCache, UsageCache
 from livecells.plan.keys import FileHashes, RunSettings, depends_split, files_digest, session_keys
@@ -229,6 +230,8 @@ class Run:
         self.framework_problems: set[str] = set()
         #: Per page: its sessions' keys by framework.
         self.keys: dict[str, dict[str, str]] = {}
+        #: Per session: its stored record before this build (its devices' timings, for drift).
+        self.previous: dict[tuple[str, str], SessionRecord | None] = {}
 
     # -- devices and environments ---------------------------------------------------------------
 
@@ -304,6 +307,7 @@ class Run:
                 pages[session.docname] = self.stored(session.docname)
             records, damaged = pages[session.docname]
             latest = records.get(session.framework)
+            self.previous[(session.docname, session.framework)] = latest
             if latest is not None and latest.status == SessionStatus.FAILED:
                 latest = None  # a session that could not run is no result (older stores kept some)
             execute, chosen = self.page_mode(session)
@@ -421,7 +425,9 @@ class Run:
             gpus=tuple(gpus),
             jobs=config.jobs if isinstance(config.jobs, int) else None,
             fork=config.fork_kernels,
-            fork_server=functools.partial(processes.fork_server, config.env_drop, self.app.confdir),
+            fork_server=functools.partial(
+                processes.fork_server, config.env_drop, self.app.confdir, config.keep_warm, self.app.doctreedir
+            ),
             guard=processes.guard,
         )
         return executor_of(self.app).scheduler(resources)
@@ -453,6 +459,9 @@ class Run:
         """A session came back: keep it, store it, warn about its problems."""
         plan = job.plan
         record, _ = repaired(record, self.config.output_limit)
+        previous = self.previous.get((plan.docname, plan.framework))
+        if record.status != SessionStatus.FAILED:
+            record = keep_devices(record, previous)
         # The pages show this build's results from here, whether or not the store takes them.
         self.outcome.records[(plan.docname, plan.framework)] = record
         try:
@@ -466,6 +475,7 @@ class Run:
             warn(message, WarningSubtype.STORE, plan.docname)
         self.changed_pages.add(plan.docname)
         problems = report_session(plan, record, self.config.allow_html, show_tb=self.config.show_tb)
+        problems += drift_problems(plan, record, previous, self.config.drift_factor, self.config.drift_floor)
         outcome = session_outcome(plan, job.key, record, Origin.RUN, problems=problems)
         self.outcome.sessions[(plan.docname, plan.framework)] = outcome
         if not record.message:  # else its "kernel" problem says why no cell ran

@@ -30,11 +30,13 @@ def write_summary(
     *,
     root: str = "",
     published: bool = False,
+    sections: Sequence[str] = (),
 ) -> None:
     """Write summary.json, junit.xml and report.txt into ``directory``. ``unknown``: the cells of
     no known framework, by page (shown, not run: in no session). ``root``: the source dir, which
     the files' paths are relative to; ``published``: the folder is part of the published site,
-    so no traceback and no host name goes into it."""
+    so no traceback and no host name goes into it; ``sections``: lines that end report.txt
+    (the timings')."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     sessions = [_for_summary(s, root, published) for s in sessions]
@@ -62,6 +64,7 @@ def write_summary(
             if problem.traceback:
                 lines.append(problem.traceback)
             lines.append("")
+    lines += sections
     report = strip_controls("\n".join(lines))
     (folder / "report.txt").write_text(report, encoding="utf-8", errors="backslashreplace")
 

@@ -73,6 +73,8 @@ def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings
         entry: list[Any] = [cell.code, _seconds(timeout), raises]
         if cell.allow_errors:  # livecells_allow_errors does what a bare :raises: does
             entry.append("allow-errors")
+        if cell.repeat > 1:  # a repeated cell's samples (a cell run once keeps its old key)
+            entry.append([cell.repeat, cell.warmup])
         digest.update(json.dumps(entry).encode())
         digest.update(b"\0")
     return digest.hexdigest()

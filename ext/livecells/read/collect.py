@@ -60,6 +60,8 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 only=tuple(reversed(only)),
                 unknown=tuple(cell.get("unknown") or ()),
                 allow_errors=config.allow_errors,
+                repeat=cell.get("repeat", 1),
+                warmup=cell.get("warmup", 0) if cell.get("repeat", 1) > 1 else 0,
             )
         )
     settings_nodes = list(doctree.findall(live_settings))

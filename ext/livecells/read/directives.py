@@ -14,6 +14,7 @@ is docutils' own.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from docutils import nodes
@@ -65,6 +66,16 @@ def _stderr(argument: str) -> StderrMode:
     return StderrMode(directives.choice(argument, STDERR_MODES))
 
 
+def _count(least: int) -> Callable[[str], int]:
+    def check(argument: str) -> int:
+        value = int(directives.unchanged_required(argument))
+        if value < least:
+            raise ValueError(f"must be an integer of at least {least}")
+        return value
+
+    return check
+
+
 def _execute(argument: str) -> ExecuteMode:
     return ExecuteMode(directives.choice(argument, ExecuteMode.words()))
 
@@ -88,6 +99,9 @@ class LiveCellDirective(SphinxDirective):
         "no-timing": directives.flag,
         "name": directives.unchanged_required,
         "class": directives.class_option,
+        "repeat": _count(1),
+        "warmup": _count(0),
+        "timings": lambda argument: directives.choice(argument, ("all-devices",)),
         **DISPLAY_OPTIONS,  # how the cell is shown, never what runs (read/display.py)
         "value": value_option,
     }
@@ -141,6 +155,9 @@ class LiveCellDirective(SphinxDirective):
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
             classes=self.options.get("class", []),
+            repeat=self.options.get("repeat", config.repeat),
+            warmup=self.options.get("warmup", config.warmup),
+            all_devices="timings" in self.options,
             **display,
             value=self.options.get("value"),
         )

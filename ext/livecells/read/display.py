@@ -16,7 +16,7 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import directives
 
-from livecells.config import IMAGE_CHECKS
+from livecells.config_checks import IMAGE_CHECKS
 
 #: The options, all read as text here and checked in :func:`display_attributes`.
 DISPLAY_OPTIONS: dict[str, Callable[[str | None], Any]] = {

@@ -17,7 +17,8 @@ class live_cell(nodes.General, nodes.Element):
 
     Attributes: ``code``, ``frameworks`` (list, or ``["all"]``), ``index`` (position among the
     page's cells), ``hide_code``, ``hide_output``, ``raises`` (``None``, or a list of exception
-    names, empty for any), ``timeout``, ``stderr``, ``no_timing``; how it is shown
+    names, empty for any), ``timeout``, ``stderr``, ``no_timing``; how it is timed: ``repeat``
+    and ``warmup`` (timed runs), ``all_devices`` (``:timings: all-devices``); how it is shown
     (:mod:`livecells.read.display`): ``linenos``, ``lineno_start``, ``emphasize``,
     ``code_below``, ``collapse_code``, ``collapse_output``, ``image``, and a ``figure`` child.
     """

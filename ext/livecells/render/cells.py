@@ -43,7 +43,7 @@ from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.notebooks import download_links
 from livecells.render.outputs import Outputs, note
 from livecells.render.results import groups_by_page, matched_results, page_records
-from livecells.render.timing import no_result_line, timing_line
+from livecells.render.timing import devices_line, no_result_line, timing_line
 from livecells.sphinx_util import app_of
 
 logger = logging.getLogger(__name__)
@@ -224,6 +224,7 @@ class RenderLiveCells(SphinxPostTransform):
         line = self._timing_line(cell, shown, framework, described)
         if line is not None:
             box += line
+        box.extend(self._devices_line(cell, shown, framework))
         return [box]
 
     def _render_all_cell(self, cell: live_cell) -> list[nodes.Node]:
@@ -252,6 +253,7 @@ class RenderLiveCells(SphinxPostTransform):
             line = self._timing_line(cell, shown[framework], framework, described, prefix=len(frameworks) > 1)
             if line is not None:
                 box += line
+            box.extend(self._devices_line(cell, shown[framework], framework))
         return [box]
 
     def _fit_recorded(self, shown: list[nodes.Node]) -> list[nodes.Node]:
@@ -311,9 +313,24 @@ class RenderLiveCells(SphinxPostTransform):
                 stored=stored,
                 stale=stored and session is not None and cell["index"] in session.shown.stale,
                 host=self.config_.show_host,
+                samples=shown.result.samples,
+                floor=shown.session.floor,
             )
             described.add(framework)
         return None if line is None else note(line.text, *line.classes)
+
+    def _devices_line(self, cell: live_cell, shown: Shown, framework: str) -> list[nodes.Node]:
+        """``:timings: all-devices``: the cell's time on each device the store holds for it."""
+        if not cell.get("all_devices") or shown.session is None or shown.result is None:
+            return []
+        line = devices_line(
+            shown.session.all_devices(),
+            shown.result.index,
+            shown.result.code_sha,
+            self.config_.frameworks[framework].version_module,
+            first=shown.session.provenance.device,
+        )
+        return [] if line is None else [note(line.text, *line.classes)]
 
 
 def _app(transform: SphinxPostTransform) -> Sphinx:

@@ -25,6 +25,7 @@ from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import make_refnode
 
 from livecells.config import get_config
+from livecells.model.device_report import device_chart, device_rows, device_table
 from livecells.model.records import SessionOutcome, outcome_of
 from livecells.model.text import one_line
 from livecells.model.vocabulary import ExecuteMode, Origin, SessionStatus
@@ -170,7 +171,36 @@ class RenderLiveReport(SphinxPostTransform):
                 if app.builder.format == "html" and any(r.seconds is not None for r in rows):
                     svg = chart_svg(rows, labels, titles)
                     out.append(nodes.raw("", svg, format="html", classes=["livecells-report-chart"]))
+                out.extend(self._devices(app))
             placeholder.replace_self(out)
+
+    def _devices(self, app: Sphinx) -> list[nodes.Node]:
+        """Once the store holds timings of two devices or more: a session × device table of
+        the cells' summed times, and (HTML) its chart (see :mod:`livecells.model.device_report`)."""
+        records = outcome_of(self.env).records
+        if not device_table(records):
+            return []
+        devices, rows = device_rows(records)
+        table = nodes.table(classes=["livecells-report", "livecells-report-devices", *MATHJAX_IGNORE])
+        group = nodes.tgroup(cols=len(devices) + 1)
+        table += group
+        for width in [30, *([14] * len(devices))]:
+            group += nodes.colspec(colwidth=width)
+        head = nodes.thead()
+        head += _row([nodes.Text(h) for h in ["Session", *devices]])
+        group += head
+        body = nodes.tbody()
+        for name, times in rows:
+            shown = [
+                "—" if (t := times.get(d)) is None else format_seconds(t).replace(" ", "\u00a0") for d in devices
+            ]
+            body += _row([nodes.Text(text) for text in (name, *shown)])
+        group += body
+        out: list[nodes.Node] = [table]
+        chart = device_chart(records)
+        if app.builder.format == "html" and chart is not None:
+            out.append(nodes.raw("", chart, format="html", classes=["livecells-report-chart"]))
+        return out
 
     def _table(
         self, app: Sphinx, rows: list[SessionOutcome], labels: dict[str, str], titles: dict[str, str]

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from livecells.model.records import CellRecord, Provenance, SessionRecord, session_status
+from livecells.model.timings import CellTiming, DeviceTimings
 from livecells.model.vocabulary import CellStatus, SessionStatus
 from livecells.store.schema import repair_session
 
@@ -37,7 +38,35 @@ def session_to_json(record: SessionRecord) -> dict[str, Any]:
     }
     if record.run_id:
         data["run_id"] = record.run_id
+    if record.floor is not None:
+        data["floor"] = record.floor
+        data["floor_samples"] = list(record.floor_samples)
+    if record.devices:
+        data["devices"] = {name: timings_to_json(t) for name, t in sorted(record.devices.items())}
     return data
+
+
+def timings_to_json(timings: DeviceTimings) -> dict[str, Any]:
+    """One device's timings, as a store keeps them beside the session's full record."""
+    data = dataclasses.asdict(timings)
+    cells = []
+    for cell in timings.cells:
+        entry: dict[str, Any] = {"index": cell.index, "code_sha": cell.code_sha, "time": cell.time, "ok": cell.ok}
+        if cell.samples:
+            entry["samples"] = list(cell.samples)
+        cells.append(entry)
+    data["cells"] = cells
+    return data
+
+
+def timings_from_json(data: dict[str, Any]) -> DeviceTimings:
+    """What :func:`timings_to_json` wrote, checked by :func:`~.schema.check_session`."""
+    cells = tuple(
+        CellTiming(c["index"], c["code_sha"], c.get("time"), tuple(c.get("samples") or ()), c.get("ok") is not False)
+        for c in data.get("cells") or []
+    )
+    known = {f.name for f in dataclasses.fields(DeviceTimings)} - {"cells"}
+    return DeviceTimings(**{k: v for k, v in data.items() if k in known}, cells=cells)
 
 
 def cell_to_json(cell: CellRecord) -> dict[str, Any]:
@@ -55,6 +84,10 @@ def cell_to_json(cell: CellRecord) -> dict[str, Any]:
         data["sync_error"] = cell.sync_error
     if cell.expected:
         data["expected"] = True
+    if cell.samples:
+        data["samples"] = list(cell.samples)
+    if cell.warmup:
+        data["warmup"] = list(cell.warmup)
     return data
 
 
@@ -80,6 +113,9 @@ def session_from_json(data: dict[str, Any]) -> SessionRecord:
         message=data.get("message"),
         duration=data.get("duration"),
         run_id=data.get("run_id") or "",
+        floor=data.get("floor"),
+        floor_samples=list(data.get("floor_samples") or []),
+        devices={name: timings_from_json(t) for name, t in (data.get("devices") or {}).items()},
     )
 
 
@@ -94,6 +130,8 @@ def cell_from_json(data: dict[str, Any]) -> CellRecord:
         code_sha=data["code_sha"],
         sync_error=data.get("sync_error") or None,
         expected=data.get("expected") is True,
+        samples=list(data.get("samples") or []),
+        warmup=list(data.get("warmup") or []),
     )
 
 

@@ -117,7 +117,7 @@ class OutputStore:
                     raise
                 data = _empty(docname)  # a damaged file is replaced
                 del problem
-            data["sessions"][framework] = record
+            data["sessions"][framework] = _with_stored_devices(record, data["sessions"].get(framework))
             self._write(docname, data)
 
     def remove(self, docname: str, frameworks: list[str] | None = None) -> bool:
@@ -203,6 +203,19 @@ def _checked(path: Path, text: str, sessions: dict[str, Any]) -> dict[str, str |
             _VERDICTS.clear()
         _VERDICTS[key] = found
     return found
+
+
+def _with_stored_devices(record: dict[str, Any], stored: dict[str, Any] | None) -> dict[str, Any]:
+    """``record`` keeping the devices' timings that the file holds and it lacks, or holds newer
+    (another build sharing the store wrote them since this one read the file)."""
+    theirs = (stored or {}).get("devices")
+    if not isinstance(theirs, dict) or "devices" not in record:
+        return record
+    devices = dict(record["devices"])
+    for name, timings in theirs.items():
+        if name not in devices or str(timings.get("date", "")) > str(devices[name].get("date", "")):
+            devices[name] = timings
+    return {**record, "devices": devices}
 
 
 def _read(path: Path) -> str:

@@ -72,6 +72,16 @@ def _seconds(value: Any, where: str) -> None:
         raise _fail(where, f"{value!r} is not a number of seconds")
 
 
+def _samples(value: Any, where: str) -> None:
+    """A list of seconds (a repeated cell's runs), or nothing."""
+    if value is None:
+        return
+    for n, item in enumerate(_list(value, where)):
+        if item is None:
+            raise _fail(f"{where}[{n}]", "a number of seconds was expected, not None")
+        _seconds(item, f"{where}[{n}]")
+
+
 def _dict(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(where, f"an object was expected, not {type(value).__name__}")
@@ -191,6 +201,8 @@ def check_cell(cell: Any, where: str) -> None:
     _int(cell.get("index"), f"{where}.index")
     _str(cell.get("code_sha"), f"{where}.code_sha")
     _seconds(cell.get("time"), f"{where}.time")
+    for key in ("samples", "warmup"):
+        _samples(cell.get(key), f"{where}.{key}")
     _int(cell.get("execution_count"), f"{where}.execution_count", optional=True)
     if cell.get("error") is not None:
         _check_error(cell["error"], f"{where}.error")
@@ -229,11 +241,33 @@ def check_session(record: Any) -> None:
     if status is not None and status not in STORED_SESSION_STATUSES:
         raise _fail("status", f"unknown status {one_line(repr(status), 60)}")
     _seconds(record.get("duration"), "duration")
+    _seconds(record.get("floor"), "floor")
+    _samples(record.get("floor_samples"), "floor_samples")
     provenance = _dict(record.get("provenance", {}), "provenance")
     for key, value in provenance.items():
         _check_provenance(key, value)
     for n, cell in enumerate(_list(record.get("cells"), "cells")):
         check_cell(cell, f"cells[{n}]")
+    for name, timings in _dict(record.get("devices", {}), "devices").items():
+        _check_timings(timings, f"devices[{one_line(repr(name), 40)}]")
+
+
+def _check_timings(timings: Any, where: str) -> None:
+    """One device's timings (see :func:`livecells.store.codec.timings_to_json`)."""
+    _dict(timings, where)
+    for key in ("device", "device_kind", "date", "framework_version", "host", "key"):
+        _opt_str(timings.get(key), f"{where}.{key}")
+    _str(timings.get("device"), f"{where}.device")
+    _seconds(timings.get("floor"), f"{where}.floor")
+    for n, cell in enumerate(_list(timings.get("cells", []), f"{where}.cells")):
+        at = f"{where}.cells[{n}]"
+        _dict(cell, at)
+        _int(cell.get("index"), f"{at}.index")
+        _str(cell.get("code_sha"), f"{at}.code_sha")
+        _seconds(cell.get("time"), f"{at}.time")
+        _samples(cell.get("samples"), f"{at}.samples")
+        if not isinstance(cell.get("ok", True), bool):
+            raise _fail(f"{at}.ok", "True or False was expected")
 
 
 # -- repair, for records just executed ------------------------------------------------------------
@@ -356,6 +390,12 @@ def repair_session(record: dict[str, Any], limit: int) -> list[str]:
             except Invalid as err:
                 repaired.append(f"cells[{position}]: {err}")
                 cell[key] = None
+        for key in ("samples", "warmup"):
+            try:
+                _samples(cell.get(key), key)
+            except Invalid as err:
+                repaired.append(f"cells[{position}]: {err}")
+                cell.pop(key, None)
         if isinstance(cell.get("error"), dict):
             cell["error"], _ = _bound_error(_fixed(cell["error"]), limit)
         outputs = []
