@@ -304,6 +304,9 @@ def test_two_files_of_one_module_name_count_whole_both():
     for order in (lambda x, y: [x, y], lambda x, y: [y, x]):
         assert Helpers(order(one, other)).digest(cells) != Helpers(order(edited, other)).digest(cells)
     assert Helpers([one, one]).modules["tools"].readable  # the same file twice (book and page)
+    # The same file through the book's pattern and a page's ../ pattern: one module.
+    again = read_module("tools", "../a/tools.py", "1", "def a():\n    return 1\n\ndef b():\n    return 1\n")
+    assert Helpers([one, again]).modules["tools"].readable
 
 
 def test_a_pages_own_python_depends_count_per_definition_and_unchanged_modules_are_not_read_again(

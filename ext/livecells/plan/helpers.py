@@ -94,10 +94,10 @@ class Helpers:
         self, modules: Iterable[HelperModule], usages: UsageCache | None = None, roots: Iterable[str] = ()
     ) -> None:
         by_name: dict[str, dict[str, HelperModule]] = {}
-        for module in modules:
-            by_name.setdefault(module.name, {})[module.path] = module
-        #: One module per name; two files of one name (``a/tools.py``, ``b/tools.py``), whichever
-        #: a kernel imports, count whole, both.
+        for module in modules:  # the same file from the book's and a page's patterns: once
+            by_name.setdefault(module.name, {}).setdefault(module.digest, module)
+        #: One module per name; two files of one name and other contents (``a/tools.py``,
+        #: ``b/tools.py``), whichever a kernel imports, count whole, both.
         self.modules = {
             name: next(iter(found.values())) if len(found) == 1 else HelperModule(
                 name, "; ".join(sorted(found)), digest_of(sorted((m.path, m.digest) for m in found.values())),
