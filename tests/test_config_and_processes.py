@@ -313,6 +313,7 @@ BAD_VALUES = {
     "keep_warm": [-1, float("inf"), "600", True, None],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
+    "depends_granularity": ["functions", 1, None],
     "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
                       [("*", "text/plain", "1")], [["", "text/plain", 1]]],
     "env_drop": [3, [1], [""], None, {"A": 1}],
@@ -406,6 +407,7 @@ BAD_OVERRIDES = {
     "allow_errors": "maybe", "stderr": "loud", "show_tb": "maybe", "show_host": "maybe",
     "repeat": "many", "warmup": "some", "drift_factor": "big", "drift_floor": "x",
     "keep_warm": "soon",
+    "depends_granularity": "file",
 }  # fmt: skip
 
 
@@ -566,6 +568,9 @@ def test_dependency_files_are_hashed_in_chunks_and_once_while_unchanged(tmp_path
 
 
 BOOK_CONF = '\nlivecells_depends = ["d2l/*.py", "nothing/*.txt"]\n'
+# Per file: with the default ("definitions"), a page that imports none of them does not rerun
+# (tests/test_helper_deps.py).
+FILES_CONF = '\nlivecells_depends_granularity = "files"\n'
 
 
 def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootdir):
@@ -573,7 +578,7 @@ def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootd
         tmp_path,
         rootdir,
         {"page1.rst": cell("print('one')"), "page2.rst": cell("print('two')")},
-        conf=BOOK_CONF,
+        conf=BOOK_CONF + FILES_CONF,
     )
     (src / "d2l").mkdir()
     (src / "d2l" / "torch.py").write_text("VERSION = 1\n")

@@ -25,7 +25,7 @@ from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
 from livecells.model.launch import PLACEHOLDERS, LaunchTarget
 from livecells.model.mime import PriorityOverride
-from livecells.model.vocabulary import DeviceMode, ExecuteMode, StderrMode, Vocabulary, WarningSubtype
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, Granularity, StderrMode, Vocabulary, WarningSubtype
 from livecells.sphinx_util import from_command_line, origin
 
 logger = logging.getLogger(__name__)
@@ -205,9 +205,19 @@ class LivecellsConfig:
     depends: tuple[str, ...] = field(
         default=(),
         metadata=_meta(
-            "Glob patterns (relative to the source dir) of files whose change re-runs every page.",
+            "Glob patterns (relative to the source dir) of files whose change re-runs every page (a "
+            "Python module: the sessions that use what changed).",
             checks.patterns,
             "list of str",
+        ),
+    )
+    depends_granularity: Granularity = field(
+        default=Granularity.DEFINITIONS,
+        metadata=_meta(
+            "What of a Python module matched by livecells_depends or :depends: a session depends "
+            "on: definitions (what its cells reach) or files (the whole file).",
+            checks.choice(Granularity),
+            " | ".join(map(repr, Granularity.words())),
         ),
     )
     env_drop: tuple[str, ...] = field(

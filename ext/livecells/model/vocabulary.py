@@ -134,6 +134,14 @@ class StderrMode(Vocabulary):
         return self in {StderrMode.ERROR, StderrMode.SEVERE}
 
 
+class Granularity(Vocabulary):
+    """What of a Python file of ``livecells_depends`` a session's key covers: the definitions
+    the session reaches (:mod:`livecells.plan.helpers`), or the whole file."""
+
+    DEFINITIONS = "definitions"
+    FILES = "files"
+
+
 class WarningSubtype(Vocabulary):
     """The subtype of every ``livecells.<subtype>`` warning (the table in docs/errors.rst)."""
 

@@ -37,13 +37,14 @@ from livecells.model.records import (
     current_count,
     verdict,
 )
-from livecells.model.vocabulary import DeviceMode, ExecuteMode, Origin, SessionStatus, WarningSubtype
+from livecells.model.vocabulary import DeviceMode, ExecuteMode, Granularity, Origin, SessionStatus, WarningSubtype
 from livecells.pipeline.problems import report_session, report_unshown
 from livecells.pipeline.processes import Processes, sigterm_as_interrupt
 from livecells.pipeline.progress import Progress
 from livecells.pipeline.timings import drift_problems, keep_devices
 from livecells.plan.decide import Decision, Environment, Mode, decide
-from livecells.plan.keys import FileHashes, RunSettings, files_digest, session_keys
+from livecells.plan.helpers import Helpers, ModuleCache, UsageCache
+from livecells.plan.keys import FileHashes, RunSettings, depends_split, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
 from livecells.sphinx_util import origin
 from livecells.store import OutputStore, StoreProblem, repaired
@@ -64,6 +65,8 @@ class BuildState:
     capacity: Capacity | None = None
     #: The digest of the files livecells_depends matches, and its patterns that matched none.
     book_depends: tuple[str, list[str]] | None = None
+    #: Its Python files read as helper modules (livecells_depends_granularity = "definitions").
+    book_helpers: Helpers | None = None
 
 
 def build_state(app: Sphinx) -> BuildState:
@@ -126,14 +129,38 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     config = get_config(app.env)
     state = build_state(app)
     hashes = file_hashes(app.env)
+    fine = config.depends_granularity == Granularity.DEFINITIONS
     if state.book_depends is None:
-        state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
+        if fine:
+            digest, state.book_helpers, problems = depends_split(
+                str(app.srcdir), config.depends, hashes, helper_modules(app.env), helper_usages(app.env)
+            )
+            state.book_depends = (digest, problems)
+        else:
+            state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
         location, note = origin(app, "depends")
         for problem in state.book_depends[1]:
             warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
     book = state.book_depends[0] if config.depends else ""
     settings = RunSettings(config.timeout, config.output_limit, config.frameworks, config.env_drop)
-    return session_keys(page, config.framework_names(), hashes, book, app.tags, settings)
+    helpers = (state.book_helpers or Helpers([], helper_usages(app.env))) if fine else None
+    return session_keys(
+        page, config.framework_names(), hashes, book, app.tags, settings, helpers, helper_modules(app.env)
+    )
+
+
+def helper_usages(env: BuildEnvironment) -> UsageCache:
+    """The environment's cache of what each session reaches of the helper modules."""
+    if not hasattr(env, "livecells_helper_usages"):
+        env.livecells_helper_usages = {}  # type: ignore[attr-defined]
+    return env.livecells_helper_usages  # type: ignore[attr-defined,no-any-return]
+
+
+def helper_modules(env: BuildEnvironment) -> ModuleCache:
+    """The environment's cache of helper modules read (see :func:`livecells.plan.helpers.read_helpers`)."""
+    if not hasattr(env, "livecells_helper_modules"):
+        env.livecells_helper_modules = {}  # type: ignore[attr-defined]
+    return env.livecells_helper_modules  # type: ignore[attr-defined,no-any-return]
 
 
 def excluded(app: Sphinx, docname: str) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import PagePlan, SessionPlan
+from livecells.plan.helpers import Helpers, ModuleCache, UsageCache, read_helpers
 
 #: Bumped when the way a session is executed changes what it would produce.
 KEY_VERSION = 2
@@ -212,6 +213,12 @@ def files_digest(
 ) -> tuple[str, list[str]]:
     """Hash of the files that glob ``patterns`` (relative to ``base``) match, by path and
     content; and what to warn of: each pattern that matched nothing, or whose walk was cut."""
+    files, problems = matched_files(base, patterns)
+    return paths_digest(base, files, hashes), problems
+
+
+def matched_files(base: str, patterns: Iterable[str]) -> tuple[list[Path], list[str]]:
+    """The files ``patterns`` match, once each, and what to warn of (see :func:`files_digest`)."""
     files: dict[Path, None] = {}
     problems = []
     for pattern in patterns:
@@ -224,11 +231,32 @@ def files_digest(
         elif not matches:
             problems.append(f"{pattern!r} matches no file")
         files.update(dict.fromkeys(Path(m).resolve() for m in matches))
+    return list(files), problems
+
+
+def paths_digest(base: str, files: Iterable[Path], hashes: FileHashes | None = None) -> str:
+    """Hash of ``files`` by path (relative to ``base``) and content."""
     digest = hashlib.sha256()
     for path in files:
         digest.update(os.fsencode(os.path.relpath(path, base)) + b"\0")
         digest.update(file_digest(str(path), hashes).encode() + b"\0")
-    return digest.hexdigest(), problems
+    return digest.hexdigest()
+
+
+def depends_split(
+    base: str,
+    patterns: Iterable[str],
+    hashes: FileHashes | None = None,
+    cache: ModuleCache | None = None,
+    usages: UsageCache | None = None,
+) -> tuple[str, Helpers, list[str]]:
+    """As :func:`files_digest`, but the Python files among the matches are helper modules
+    (:mod:`livecells.plan.helpers`), which each session's key covers as far as it uses them:
+    the hash of the other files, the helper modules, and what to warn of."""
+    files, problems = matched_files(base, patterns)
+    python = [path for path in files if path.suffix == ".py"]
+    others = [path for path in files if path.suffix != ".py"]
+    return paths_digest(base, others, hashes), read_helpers(base, map(str, python), cache, usages), problems
 
 
 def depends_digest(page: PagePlan, hashes: FileHashes | None = None) -> tuple[str, list[str]]:
@@ -244,11 +272,33 @@ def session_keys(
     book: str = "",
     tags: Any = None,
     settings: RunSettings | None = None,
+    helpers: Helpers | None = None,
+    cache: ModuleCache | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Each of the page's sessions' key by framework (the :depends: files read once), and what
-    to warn of its :depends: patterns. ``book`` is the digest of ``livecells_depends``."""
-    digest, problems = depends_digest(page, hashes)
+    to warn of its :depends: patterns. ``book`` is the digest of ``livecells_depends``.
+
+    ``helpers``: the book's helper modules (``livecells_depends_granularity = "definitions"``);
+    then the Python files of the page's :depends: are helper modules too, and each session's key
+    covers only what it reaches of them. None: every file counts whole."""
+    if helpers is None:
+        digest, problems = depends_digest(page, hashes)
+    else:
+        base = os.path.dirname(page.source)
+        digest, mine, problems = depends_split(base, page.settings.depends, hashes, cache)
+        if mine:
+            helpers = Helpers([*helpers.modules.values(), *mine.modules.values()], helpers.usages, helpers.roots)
     if book:
         digest = hashlib.sha256(f"{digest}/{book}".encode()).hexdigest()
-    keys = {s.framework: session_key(s, digest, settings) for s in page.sessions(order, tags)}
+    frameworks = (settings or RunSettings()).frameworks
+    keys = {}
+    for session in page.sessions(order, tags):
+        own = digest
+        spec = frameworks.get(session.framework)
+        preload = spec.preload if spec else ()
+        code = [c.code for c in session.cells]
+        used = helpers.digest(code, preload, session.name, [os.path.dirname(page.source)]) if helpers else ""
+        if used:
+            own = hashlib.sha256(f"{digest}/{used}".encode()).hexdigest()
+        keys[session.framework] = session_key(session, own, settings)
     return keys, problems
