@@ -308,3 +308,29 @@ def test_the_book_sets_every_image_and_a_cell_overrides_it(tmp_path, rootdir):
     first, second = built_page(Path(app.outdir) / "index.html").select("img.livecells-image")
     assert (first["alt"], first["style"].replace(" ", ""), first["class"]) == ("a <plot>", "width:77px;", ["livecells-image", "wide"])
     assert (second["alt"], second["style"].replace(" ", ""), second["class"]) == ("its own", "width:10px;", ["livecells-image", "wide"])
+
+
+def test_downloaded_notebooks_mark_collapsed_cells_as_jupyter_does(site):
+    """A collapsed part is collapsed in the page's notebook too: Jupyter's ``source_hidden`` and
+    ``outputs_hidden``, and MyST-NB's ``hide-input``/``hide-output`` tags; other cells have none."""
+    import json
+
+    import nbformat
+
+    def cells(framework: str) -> list[dict[str, Any]]:
+        path = site["html"] / "_downloads" / "livecells" / f"index.{framework}.ipynb"
+        nbformat.validate(nbformat.read(path, as_version=4))
+        return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+    def marks(cell: dict[str, Any]) -> tuple[dict[str, bool], list[str]]:
+        return cell["metadata"].get("jupyter", {}), cell["metadata"].get("tags", [])
+
+    alpha, beta = cells("alpha"), cells("beta")
+    # alpha: the tabbed cell (nothing), the `all` cells (output; code), the dot, the plain one.
+    assert [marks(c) for c in alpha[:3]] == [
+        ({}, []),
+        ({"outputs_hidden": True}, ["hide-output"]),
+        ({"source_hidden": True}, ["hide-input"]),
+    ]
+    assert marks(beta[0]) == ({"source_hidden": True, "outputs_hidden": True}, ["hide-input", "hide-output"])
+    assert all(marks(c) == ({}, []) for c in alpha[3:])
