@@ -280,6 +280,19 @@ def test_a_build_from_the_store_quotes_stored_values_and_says_so(site):
     assert "Alpha's total is 0.667 (stored 20" in " ".join(site["text"].split())
 
 
+def test_a_stored_quote_names_no_host_unless_show_host_says(site):
+    """A stored value's title says where it was made as the cell's own line does: without the
+    build machine's name, which livecells_show_host (off) keeps out of the published page."""
+    import socket
+
+    host = f" on {socket.gethostname()}"
+    titles = [span["title"] for span in site["cached"].select(VALUE) if span.has_attr("title")]
+    assert titles and any("stored result from" in t for t in titles)
+    assert not [t for t in titles if host in t], titles
+    lines = [p.get_text() for p in site["cached"].select("p.livecells-meta")]
+    assert lines and not [line for line in lines if host in line]
+
+
 def test_a_build_that_runs_nothing_quotes_recorded_outputs_and_warns_only_of_mistakes(site):
     md = site["off"]["md"]
     answer = _paragraph(md, "The answer is").select(VALUE)[0]

@@ -295,7 +295,7 @@ class RenderLiveValues(SphinxPostTransform):
         line = timing_line(
             None, session.provenance, spec.version_module if spec else framework,
             label=spec.label if spec else framework, stored=stored,
-            stale=stored and self._stale(page, framework, index),
+            stale=stored and self._stale(page, framework, index), host=self.config_.show_host,
         )
         return (line.text if line is not None else ""), origin
 
