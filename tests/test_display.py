@@ -334,3 +334,20 @@ def test_downloaded_notebooks_mark_collapsed_cells_as_jupyter_does(site):
     ]
     assert marks(beta[0]) == ({"source_hidden": True, "outputs_hidden": True}, ["hide-input", "hide-output"])
     assert all(marks(c) == ({}, []) for c in alpha[3:])
+
+
+@pytest.mark.browser
+def test_printed_text_in_a_figure_keeps_its_lines_left_aligned(site):
+    """A figure centres its content; a figure's printed output must not centre each of its lines
+    (a printed table would fall apart): Chromium's computed alignment of the output's <pre>."""
+    from test_browser import chromium, serving
+
+    with chromium() as browser, serving(site["html"]) as url:
+        page = browser.new_page()
+        page.goto(url + "index.html")
+        aligned = page.evaluate(
+            """() => Array.from(document.querySelectorAll('figure .livecells-output pre'))
+                 .map(pre => getComputedStyle(pre).textAlign)"""
+        )
+        page.close()
+    assert aligned and set(aligned) <= {"left", "start"}, aligned
