@@ -351,3 +351,22 @@ def test_printed_text_in_a_figure_keeps_its_lines_left_aligned(site):
         )
         page.close()
     assert aligned and set(aligned) <= {"left", "start"}, aligned
+
+
+def test_a_collapsed_output_with_nothing_to_show_is_no_empty_toggle(tmp_path, rootdir):
+    """A cell whose output is collapsed but shows nothing (no output, or only a named display,
+    which prose quotes) gets no "Show output" line that opens onto nothing."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-display" / "conf.py", src / "conf.py")
+    (src / "index.rst").write_text(
+        "Empty\n=====\n\n.. live-cell:: alpha\n   :collapse-output:\n\n   x = 1\n\n"
+        ".. live-cell:: alpha\n   :collapse-output: The value\n\n"
+        "   display(3, metadata={'livecells': {'name': 'three'}})\n\n"
+        ".. live-cell:: alpha\n   :collapse-output:\n\n   print('shown')\n\n"
+        "Three is :live-value:`three`.\n"
+    )
+    app, warnings = build_site(src, kernels=FakeKernels())
+    assert "WARNING" not in warnings, warnings
+    index = built_page(Path(app.outdir) / "index.html")
+    assert [d.get_text(" ", strip=True) for d in index.select("details")] == ["Show output Hide output shown"]
