@@ -305,6 +305,30 @@ def test_a_build_that_runs_nothing_quotes_recorded_outputs_and_warns_only_of_mis
     assert len(said) == 3 and all(":live-time:" in w or ":live-ratio:" in w for w in said), said
 
 
+@pytest.mark.parametrize("how", ["exclude", "execute-off"])
+def test_a_page_that_runs_nothing_by_choice_quotes_without_warnings(tmp_path, rootdir, how):
+    """An excluded page (livecells_execute_exclude, or its own :execute: off) is as a build with
+    livecells_execute = "off": a quote missing because its cell did not run is no mistake; a
+    name of no cell still is."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-values" / "conf.py", src / "conf.py")
+    settings = ".. live-settings::\n   :execute: off\n\n" if how == "execute-off" else ""
+    (src / "index.rst").write_text(
+        f"Slow\n====\n\n{settings}.. live-cell:: alpha\n   :name: slow\n   :value: total\n\n   6 * 7\n\n"
+        "Took :live-time:`slow`, a ratio :live-ratio:`slow / slow`, the total :live-value:`total`, "
+        "and :live-time:`no-such-cell`.\n"
+    )
+    overrides = {"livecells_execute_exclude": ["index"]} if how == "exclude" else {}
+    kernels = FakeKernels()
+    app, warnings = build_site(src, kernels=kernels, confoverrides=overrides)
+    assert kernels.take() == []
+    said = [line for line in warnings.splitlines() if "WARNING" in line]
+    assert len(said) == 1 and "no-such-cell" in said[0], said
+    quotes = _quotes(_paragraph(soup(Path(app.outdir) / "index.html"), "Took"))
+    assert quotes == ["??"] * 4, quotes
+
+
 def test_latex_quotes_values_as_text(site):
     latex = site["latex"]
     assert re.search(r"Alpha’s total is \\DUrole\{livecells-value\}\{\\DUrole\{livecells-stored\}\{0\.667 \(stored", latex)
