@@ -96,6 +96,13 @@ def check_html(out: Path, theme: str) -> None:
     check("chap%20ter/%C3%BCn%C3%AFcode%20page.pytorch.ipynb" in odd, f"{theme}: launch links percent-encoded")
     check((out / "_downloads/livecells/chap ter/ünïcode page.pytorch.ipynb").exists(),
           f"{theme}: notebook of the odd docname written")
+    import nbformat
+
+    notebook = nbformat.read(out / "_downloads/livecells/features.numpy.ipynb", as_version=4)
+    nbformat.validate(notebook)
+    marks = [c.metadata.get("jupyter", {}) for c in notebook.cells if c.cell_type == "code"]
+    check(marks[0] == {"source_hidden": True} and marks[3] == {"source_hidden": True, "outputs_hidden": True},
+          f"{theme}: the notebook marks collapsed code and output")
     excluded = (out / "excluded" / "figure.html").read_text()
     check("excluded from execution" in excluded and "An excluded figure, recorded" in excluded
           and "output_figure_abc_0_0.svg" in excluded, f"{theme}: excluded page shows its recorded figure")
