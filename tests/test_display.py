@@ -308,3 +308,65 @@ def test_the_book_sets_every_image_and_a_cell_overrides_it(tmp_path, rootdir):
     first, second = built_page(Path(app.outdir) / "index.html").select("img.livecells-image")
     assert (first["alt"], first["style"].replace(" ", ""), first["class"]) == ("a <plot>", "width:77px;", ["livecells-image", "wide"])
     assert (second["alt"], second["style"].replace(" ", ""), second["class"]) == ("its own", "width:10px;", ["livecells-image", "wide"])
+
+
+def test_downloaded_notebooks_mark_collapsed_cells_as_jupyter_does(site):
+    """A collapsed part is collapsed in the page's notebook too: Jupyter's ``source_hidden`` and
+    ``outputs_hidden``, and MyST-NB's ``hide-input``/``hide-output`` tags; other cells have none."""
+    import json
+
+    import nbformat
+
+    def cells(framework: str) -> list[dict[str, Any]]:
+        path = site["html"] / "_downloads" / "livecells" / f"index.{framework}.ipynb"
+        nbformat.validate(nbformat.read(path, as_version=4))
+        return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+    def marks(cell: dict[str, Any]) -> tuple[dict[str, bool], list[str]]:
+        return cell["metadata"].get("jupyter", {}), cell["metadata"].get("tags", [])
+
+    alpha, beta = cells("alpha"), cells("beta")
+    # alpha: the tabbed cell (nothing), the `all` cells (output; code), the dot, the plain one.
+    assert [marks(c) for c in alpha[:3]] == [
+        ({}, []),
+        ({"outputs_hidden": True}, ["hide-output"]),
+        ({"source_hidden": True}, ["hide-input"]),
+    ]
+    assert marks(beta[0]) == ({"source_hidden": True, "outputs_hidden": True}, ["hide-input", "hide-output"])
+    assert all(marks(c) == ({}, []) for c in alpha[3:])
+
+
+@pytest.mark.browser
+def test_printed_text_in_a_figure_keeps_its_lines_left_aligned(site):
+    """A figure centres its content; a figure's printed output must not centre each of its lines
+    (a printed table would fall apart): Chromium's computed alignment of the output's <pre>."""
+    from test_browser import chromium, serving
+
+    with chromium() as browser, serving(site["html"]) as url:
+        page = browser.new_page()
+        page.goto(url + "index.html")
+        aligned = page.evaluate(
+            """() => Array.from(document.querySelectorAll('figure .livecells-output pre'))
+                 .map(pre => getComputedStyle(pre).textAlign)"""
+        )
+        page.close()
+    assert aligned and set(aligned) <= {"left", "start"}, aligned
+
+
+def test_a_collapsed_output_with_nothing_to_show_is_no_empty_toggle(tmp_path, rootdir):
+    """A cell whose output is collapsed but shows nothing (no output, or only a named display,
+    which prose quotes) gets no "Show output" line that opens onto nothing."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-display" / "conf.py", src / "conf.py")
+    (src / "index.rst").write_text(
+        "Empty\n=====\n\n.. live-cell:: alpha\n   :collapse-output:\n\n   x = 1\n\n"
+        ".. live-cell:: alpha\n   :collapse-output: The value\n\n"
+        "   display(3, metadata={'livecells': {'name': 'three'}})\n\n"
+        ".. live-cell:: alpha\n   :collapse-output:\n\n   print('shown')\n\n"
+        "Three is :live-value:`three`.\n"
+    )
+    app, warnings = build_site(src, kernels=FakeKernels())
+    assert "WARNING" not in warnings, warnings
+    index = built_page(Path(app.outdir) / "index.html")
+    assert [d.get_text(" ", strip=True) for d in index.select("details")] == ["Show output Hide output shown"]

@@ -280,6 +280,19 @@ def test_a_build_from_the_store_quotes_stored_values_and_says_so(site):
     assert "Alpha's total is 0.667 (stored 20" in " ".join(site["text"].split())
 
 
+def test_a_stored_quote_names_no_host_unless_show_host_says(site):
+    """A stored value's title says where it was made as the cell's own line does: without the
+    build machine's name, which livecells_show_host (off) keeps out of the published page."""
+    import socket
+
+    host = f" on {socket.gethostname()}"
+    titles = [span["title"] for span in site["cached"].select(VALUE) if span.has_attr("title")]
+    assert titles and any("stored result from" in t for t in titles)
+    assert not [t for t in titles if host in t], titles
+    lines = [p.get_text() for p in site["cached"].select("p.livecells-meta")]
+    assert lines and not [line for line in lines if host in line]
+
+
 def test_a_build_that_runs_nothing_quotes_recorded_outputs_and_warns_only_of_mistakes(site):
     md = site["off"]["md"]
     answer = _paragraph(md, "The answer is").select(VALUE)[0]
@@ -290,6 +303,30 @@ def test_a_build_that_runs_nothing_quotes_recorded_outputs_and_warns_only_of_mis
     # two frameworks and a ratio without spaces are.
     said = [line for line in site["off_warnings"].splitlines() if "WARNING" in line]
     assert len(said) == 3 and all(":live-time:" in w or ":live-ratio:" in w for w in said), said
+
+
+@pytest.mark.parametrize("how", ["exclude", "execute-off"])
+def test_a_page_that_runs_nothing_by_choice_quotes_without_warnings(tmp_path, rootdir, how):
+    """An excluded page (livecells_execute_exclude, or its own :execute: off) is as a build with
+    livecells_execute = "off": a quote missing because its cell did not run is no mistake; a
+    name of no cell still is."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-values" / "conf.py", src / "conf.py")
+    settings = ".. live-settings::\n   :execute: off\n\n" if how == "execute-off" else ""
+    (src / "index.rst").write_text(
+        f"Slow\n====\n\n{settings}.. live-cell:: alpha\n   :name: slow\n   :value: total\n\n   6 * 7\n\n"
+        "Took :live-time:`slow`, a ratio :live-ratio:`slow / slow`, the total :live-value:`total`, "
+        "and :live-time:`no-such-cell`.\n"
+    )
+    overrides = {"livecells_execute_exclude": ["index"]} if how == "exclude" else {}
+    kernels = FakeKernels()
+    app, warnings = build_site(src, kernels=kernels, confoverrides=overrides)
+    assert kernels.take() == []
+    said = [line for line in warnings.splitlines() if "WARNING" in line]
+    assert len(said) == 1 and "no-such-cell" in said[0], said
+    quotes = _quotes(_paragraph(soup(Path(app.outdir) / "index.html"), "Took"))
+    assert quotes == ["??"] * 4, quotes
 
 
 def test_latex_quotes_values_as_text(site):

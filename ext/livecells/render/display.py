@@ -51,8 +51,9 @@ def code_block(cell: live_cell) -> nodes.literal_block:
 
 def collapsed(children: Sequence[nodes.Node], summary: str | None, part: str, builder_format: str) -> list[nodes.Node]:
     """``children`` under a summary line that opens them (HTML), or as they are: not collapsed
-    (``summary`` None), or a builder with no such element (LaTeX, text: printed in full)."""
-    if summary is None or builder_format != "html":
+    (``summary`` None), or a builder with no such element (LaTeX, text: printed in full); nothing
+    to show is no toggle."""
+    if summary is None or builder_format != "html" or not children:
         return list(children)
     line = livecells_summary()
     if summary:

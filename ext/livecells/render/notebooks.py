@@ -10,6 +10,7 @@ first tab set.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,7 @@ def download_links(
         return None
     config = get_config(app.env)
     pieces = page_pieces(root)
+    collapsed = collapsed_cells(root)
     title = _page_title(app, docname)
     para = nodes.paragraph("", "", classes=["livecells-downloads"])
     para += nodes.Text("Download notebook: ")
@@ -95,7 +97,7 @@ def download_links(
             "display_name": f"{spec.label} ({spec.kernel})",
             "language": "python",
         }
-        notebook = build_notebook(plan, spec, matched, pieces, title, kernelspec)
+        notebook = build_notebook(plan, spec, matched, pieces, title, kernelspec, collapsed)
         target = Path(app.builder.outdir) / notebook_path(docname, spec.name)
         _write(target, json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
         if len(para) > 1:
@@ -113,10 +115,12 @@ def build_notebook(
     pieces: list[Piece],
     title: str,
     kernelspec: dict[str, str],
+    collapsed: dict[int, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One framework's notebook of the page (nbformat 4.5, as plain JSON data): markdown prose,
-    code cells, their outputs. Built as data rather than through nbformat, whose constructors
-    validate every cell: the tests validate the files instead."""
+    code cells (with ``collapsed``'s metadata, by cell index), their outputs. Built as data
+    rather than through nbformat, whose constructors validate every cell: the tests validate
+    the files instead."""
     cells_by_index = {c.index: c for c in plan.cells if spec.name in c.frameworks}
     notebook: dict[str, Any] = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     markdown: list[str] = []
@@ -144,7 +148,7 @@ def build_notebook(
         code = {
             "cell_type": "code",
             "execution_count": None,
-            "metadata": {},
+            "metadata": copy.deepcopy((collapsed or {}).get(cell.index, {})),
             "outputs": [],
             "source": cell.code,
         }
@@ -179,6 +183,28 @@ def notebook_outputs(result: CellRecord) -> list[dict[str, Any]]:
             {"output_type": "error", "ename": result.ename or "Error", "evalue": result.evalue, "traceback": []}
         )
     return outputs
+
+
+def collapsed_cells(root: nodes.Element) -> dict[int, dict[str, Any]]:
+    """The notebook metadata of each cell whose code or output the page collapses
+    (``:collapse-code:``, ``:collapse-output:``), by cell index: Jupyter's ``source_hidden`` and
+    ``outputs_hidden``, and the ``hide-input``/``hide-output`` tags of MyST-NB and Jupyter Book."""
+    found: dict[int, dict[str, Any]] = {}
+    for cell in root.findall(live_cell):
+        parts = [(key, tag) for attribute, key, tag in _COLLAPSED if cell.get(attribute) is not None]
+        if parts:
+            found[cell["index"]] = {
+                "jupyter": {key: True for key, _ in parts},
+                "tags": [tag for _, tag in parts],
+            }
+    return found
+
+
+#: A cell's collapse attribute, its key in Jupyter's cell metadata, its MyST-NB tag.
+_COLLAPSED = (
+    ("collapse_code", "source_hidden", "hide-input"),
+    ("collapse_output", "outputs_hidden", "hide-output"),
+)
 
 
 # -- the page's prose as markdown ------------------------------------------------------------------

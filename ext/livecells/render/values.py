@@ -187,13 +187,13 @@ class RenderLiveValues(SphinxPostTransform):
         return f" ({'; '.join(reasons)})" if reasons else ""
 
     def _by_choice(self, page: Page, frameworks: list[str]) -> bool:
-        """Whether these sessions show no result because the build runs nothing by choice
-        (``livecells_execute = "off"``): their quotes are missing without a warning, as their
-        cells are not run without one."""
-        if self.outcome.execute != ExecuteMode.OFF:
+        """Whether these sessions show no result because the build or the page runs nothing by
+        choice (``livecells_execute = "off"``; ``livecells_execute_exclude``, ``:execute: off``):
+        their quotes are missing without a warning, as their cells are not run without one."""
+        sessions = [s for s in (self.outcome.session(page.docname, fw) for fw in frameworks) if s is not None]
+        if self.outcome.execute != ExecuteMode.OFF and not (sessions and all(s.by_choice for s in sessions)):
             return False
-        sessions = [self.outcome.session(page.docname, fw) for fw in frameworks]
-        return all(s is None or s.origin == Origin.RECORDED for s in sessions)
+        return all(s.origin == Origin.RECORDED for s in sessions)
 
     def _recorded(self, page: Page, name: str, wanted: list[str]) -> Value | None:
         """A ``:value:`` cell's recorded output (its text, from the page's source), for a
@@ -295,7 +295,7 @@ class RenderLiveValues(SphinxPostTransform):
         line = timing_line(
             None, session.provenance, spec.version_module if spec else framework,
             label=spec.label if spec else framework, stored=stored,
-            stale=stored and self._stale(page, framework, index),
+            stale=stored and self._stale(page, framework, index), host=self.config_.show_host,
         )
         return (line.text if line is not None else ""), origin
 
