@@ -277,7 +277,7 @@ class LivecellsConfig:
         ),
     )
     drift_floor: float = field(
-        default=0.01,
+        default=0.05,
         metadata=_meta(
             "Seconds under which a difference in a cell's time is noise, never drift.",
             checks.non_negative,

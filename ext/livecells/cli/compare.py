@@ -19,7 +19,7 @@ from livecells.model.timings import Drift, drifts
 from livecells.store import OutputStore, StoreProblem
 
 #: The defaults of livecells_drift_factor and livecells_drift_floor (config.py's).
-FACTOR, FLOOR = 2.0, 0.01
+FACTOR, FLOOR = 2.0, 0.05
 
 
 def compare_command(args: argparse.Namespace, store: OutputStore) -> int:

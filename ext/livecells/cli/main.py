@@ -310,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--factor", type=float, help="with --compare: the drift factor (default: livecells_drift_factor, 2)"
     )
     report.add_argument(
-        "--floor", type=float, help="with --compare: seconds of noise (default: livecells_drift_floor, 0.01)"
+        "--floor", type=float, help="with --compare: seconds of noise (default: livecells_drift_floor, 0.05)"
     )
     report.set_defaults(func=cmd_report)
 
