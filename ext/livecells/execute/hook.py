@@ -87,7 +87,7 @@ def finish(
     except BaseException as err:  # a failed sync must not hide the cell's own result
         record_sync_error(state, result, err)
     count = getattr(result, "execution_count", None)
-    state.last = [count, clock() - state.t0] if count == state.cell else None
+    state.last = [count, clock() - state.t0] if same_cell(count, state.cell) else None
     (drain or drain_fd_output)()
 
 
@@ -100,12 +100,17 @@ def request_id(shell: Any) -> Any:
 
 
 def cell_count(shell: Any, info: Any) -> Any:
-    """The execution count of the cell that ``info`` (IPython's pre-run event) announces: the
-    shell counted it already when it keeps history."""
-    count = getattr(shell, "execution_count", None)
-    if isinstance(count, int) and getattr(info, "store_history", False):
-        return count - 1
-    return count
+    """The shell's execution count as IPython announces a cell (its pre-run event, ``info``)."""
+    return getattr(shell, "execution_count", None)
+
+
+def same_cell(count: Any, announced: Any) -> bool:
+    """Whether the cell that ended with execution count ``count`` is the one announced at count
+    ``announced``. IPython 9 counts a cell that keeps history before its pre-run event, IPython
+    8 after it: the announced count is the cell's own or the next one."""
+    if isinstance(count, int) and isinstance(announced, int):
+        return count in (announced, announced - 1)
+    return count == announced
 
 
 def record_sync_error(state: Any, result: Any, err: BaseException) -> None:
