@@ -194,7 +194,7 @@ def test_bad_values_are_located_warnings_and_the_cell_still_runs(site):
     for message in (
         ":lineno-start: must be a whole number, not 'soon'",
         ":emphasize-lines: invalid line number spec: '2-x'",
-        ":image-width: not a positive number or measure",
+        ":image-width: '10 furlongs' is not a length or percentage (300px, 80%, 300); left out",
         ':image-class: cannot make "!!!" into a class name; left out',
         ":emphasize-lines: line number spec is out of range (1-1): '1, 9'",
         ":collapse-output:, :figure-caption: have no effect with :hide-output:",
@@ -301,7 +301,8 @@ def test_the_book_sets_every_image_and_a_cell_overrides_it(tmp_path, rootdir):
     app, warnings = build_site(src, kernels=FakeKernels(), confoverrides={"livecells_image_options": options})
     said = [line for line in warnings.splitlines() if "WARNING" in line]
     assert said == [
-        'WARNING: livecells_image_options: height: "tall" is no valid measure; that entry is ignored [livecells.config]',
+        "WARNING: livecells_image_options: height: 'tall' is not a length (200px, 10em, 200); that entry is ignored "
+        "[livecells.config]",
         "WARNING: livecells_image_options: 'scale': not one of width, height, alt, classes; that entry is ignored "
         "[livecells.config]",
     ], said

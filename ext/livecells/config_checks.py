@@ -180,9 +180,21 @@ def shown(value: Any) -> str:
 
 #: Options of an output image, as the image directive checks them: livecells_image_options'
 #: keys, and (named image-*) live-cell options.
+def _measure(check: Callable[[str], Any], what: str) -> Callable[[str], Any]:
+    """``check`` (docutils'), with a message of our own: docutils' words change between releases."""
+
+    def checked(text: str) -> Any:
+        try:
+            return check(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not {what}") from None
+
+    return checked
+
+
 IMAGE_CHECKS: dict[str, Callable[[str], Any]] = {
-    "width": directives.length_or_percentage_or_unitless,
-    "height": directives.length_or_unitless,
+    "width": _measure(directives.length_or_percentage_or_unitless, "a length or percentage (300px, 80%, 300)"),
+    "height": _measure(directives.length_or_unitless, "a length (200px, 10em, 200)"),
     "alt": directives.unchanged_required,
     "classes": directives.class_option,
 }
