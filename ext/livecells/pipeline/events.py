@@ -14,7 +14,6 @@ Builders that show no outputs (:data:`NO_OUTPUTS`: linkcheck, gettext, changes) 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from livecells.config import LivecellsConfig, get_config
 from livecells.execute.executors import ExecutorProblem
 from livecells.model.records import OUTCOME_ATTRIBUTE, RENDER_WARNED, BuildOutcome, outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
+from livecells.pipeline.guess import changed_frameworks
 from livecells.pipeline.run import Run, build_state, excluded, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.pipeline.summary import write_summary
 from livecells.pipeline.timings import report_sections, write_chart
@@ -165,17 +165,14 @@ def summary_folder(app: Sphinx) -> Path:
     return Path(app.srcdir) / chosen if chosen else Path(app.doctreedir) / "livecells-summary"
 
 
-LIVE_CELL = re.compile(r"^\s*\.\. live-cell::\s*(.+)$", re.MULTILINE)
-
-
 def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
     """Start importing the frameworks while Sphinx reads, where this build is known to run cells.
 
-    Known from the pages' text alone: a page to read that has cells of a framework and no stored
-    results (or every page, with ``livecells_execute = "force"``). A page that has stored results
-    may have changed in one session only (one framework's cell edited): which sessions run is
-    decided after reading, by keys, and the scheduler starts the templates of those sessions
-    alone (``ForkServer.ready``), so that an edit never imports a framework it does not run.
+    Guessed from the pages' text (:mod:`.guess`): a page to read that has cells of a framework
+    whose code is not what its stored session ran, cell by cell (every page, with
+    ``livecells_execute = "force"``), so that an edited cell's framework imports while Sphinx
+    reads and no other does. Which sessions run is decided after reading, by keys; the scheduler
+    starts the templates of those the guess missed (``ForkServer.ready``).
     """
     config = get_config(app.env)
     if not runs_cells(app) or not config.fork_kernels or not executor_of(app).runs_locally:
@@ -188,12 +185,10 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
             text = source.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        names = {n.strip() for arg in LIVE_CELL.findall(text) for n in arg.replace(" ", ",").split(",")}
-        if not names or excluded(app, docname):
+        if "live-cell" not in text or excluded(app, docname):
             continue
-        if config.execute == ExecuteMode.AUTO and store.path(docname).exists():
-            continue
-        wanted |= set(config.frameworks) if "all" in names else names & set(config.frameworks)
+        stored = store.path(docname) if config.execute == ExecuteMode.AUTO else None
+        wanted |= changed_frameworks(text, stored if stored and stored.exists() else None, config.framework_names())
     if not wanted:
         return  # nothing seems to need running: no fork server (and no jupyter_client import)
     server = build_state(app).processes.fork_server(config.env_drop, app.confdir, config.keep_warm, app.doctreedir)
