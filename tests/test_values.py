@@ -329,6 +329,21 @@ def test_a_page_that_runs_nothing_by_choice_quotes_without_warnings(tmp_path, ro
     assert quotes == ["??"] * 4, quotes
 
 
+def test_a_value_whose_cell_failed_is_warned_of_with_the_error(tmp_path, rootdir):
+    """The name exists, the cell raised: the warning says so, not only that no value is named."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-values" / "conf.py", src / "conf.py")
+    (src / "index.rst").write_text(
+        "Failed\n======\n\n.. live-cell:: alpha\n   :value: total\n   :raises:\n\n   raise ValueError('no total')\n\n"
+        "The total is :live-value:`total`.\n"
+    )
+    app, warnings = build_site(src, kernels=FakeKernels())
+    said = [line for line in warnings.splitlines() if ":live-value:" in line]
+    assert len(said) == 1, warnings
+    assert "no value named 'total'" in said[0] and "ended with ValueError: no total" in said[0], said
+
+
 def test_latex_quotes_values_as_text(site):
     latex = site["latex"]
     # Sphinx 8.0 writes an inline's classes as one \DUrole{a,b}, later Sphinx nests them.

@@ -39,7 +39,7 @@ from livecells.model.values import (
     plain_text,
     split_framework,
 )
-from livecells.model.vocabulary import ExecuteMode, Origin, WarningSubtype
+from livecells.model.vocabulary import CellStatus, ExecuteMode, Origin, WarningSubtype
 from livecells.read.collect import plans
 from livecells.read.values import PageNames, live_value, live_value_block, page_names
 from livecells.render.markup import MATHJAX_IGNORE
@@ -195,6 +195,22 @@ class RenderLiveValues(SphinxPostTransform):
             return False
         return all(s.origin == Origin.RECORDED for s in sessions)
 
+    def _failed(self, page: Page, name: str, wanted: list[str]) -> str:
+        """Why a ``:value: name`` cell gave no value: it ended without one (an error, a timeout)."""
+        reasons = []
+        for index, named in page.names.values.items():
+            cell = page.cells.get(index)
+            if named != name or cell is None:
+                continue
+            for framework in wanted or cell.frameworks:
+                record = page.matched.get((index, framework), (None, None))[0]
+                if record is not None and record.status != CellStatus.OK:
+                    error = record.error or {}
+                    status = getattr(record.status, "value", record.status)
+                    said = f"{error.get('ename', status)}: {error.get('evalue', '')}".rstrip(": ")
+                    reasons.append(f"the cell that names it ran in {framework} and ended with {said}")
+        return f" ({'; '.join(reasons)})" if reasons else ""
+
     def _recorded(self, page: Page, name: str, wanted: list[str]) -> Value | None:
         """A ``:value:`` cell's recorded output (its text, from the page's source), for a
         framework in which it has no result."""
@@ -228,7 +244,7 @@ class RenderLiveValues(SphinxPostTransform):
             scope = f" for {', '.join(wanted)}" if wanted else ""
             others = [fw for fw in named if fw not in wanted]
             hint = f"; {', '.join(others)} names it (write {others[0]}/{ref.name})" if others else ""
-            why = self._why_none(page, wanted or self.order)
+            why = self._why_none(page, wanted or self.order) + self._failed(page, ref.name, wanted)
             self._warn(page, node, f"{where}: no value named {ref.name!r} on this page{scope}{hint}{why}")
             return None, ref.spec
         if len(found) > 1:
