@@ -743,3 +743,36 @@ def test_the_output_budget_cuts_streams_displays_and_values_before_they_are_sent
     result = types.SimpleNamespace(error_in_exec=ValueError("k" * 50))
     budget.cap_error(result, 10)
     assert type(result.error_in_exec).__name__ == "ValueError" and str(result.error_in_exec).startswith("k" * 10)
+
+
+def test_a_template_keeps_its_preload_probe_while_nothing_it_rests_on_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe (the preload imported in a child, a second import of the framework) runs once:
+    later templates read its answer, until the preload, the environment or a file it imported
+    changes."""
+    module = tmp_path / "lc_probe_mod.py"
+    module.write_text("import json\n")
+    found = {
+        "order": ["lc_probe_mod"], "parent": {"lc_probe_mod": None}, "unsafe": {}, "error": None,
+        "files": {str(module): sharing.file_state(os.stat(module))}, "folders": sharing.folder_states(),
+    }
+    cache = str(tmp_path / "probe" / "one.json")
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None  # nothing kept yet
+    sharing.keep_probe(cache, ["lc_probe_mod"], found)
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) == found
+
+    def no_probe(preload: list[str]) -> dict[str, Any]:
+        raise AssertionError("probed again")
+
+    monkeypatch.setattr(template, "_probe", no_probe)
+    assert template.shareable(["lc_probe_mod"], cache) == (["lc_probe_mod"], {})
+    assert sharing.cached_probe(cache, ["lc_probe_mod", "json"]) is None  # another preload
+    monkeypatch.setenv("LC_PROBE_SETTING", "1")
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None  # another environment
+    monkeypatch.delenv("LC_PROBE_SETTING")
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) == found
+    module.write_text("import json, csv\n")  # the preload's own code changed
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None
+    (tmp_path / "probe" / "one.json").write_text("{damaged")
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -75,6 +76,7 @@ class Template:
         workdir: str,
         env: dict[str, str],
         warm: Mapping[str, Any] | None = None,
+        probe_cache: str | None = None,
     ) -> None:
         self.python = python
         self.preload = tuple(preload)
@@ -82,6 +84,9 @@ class Template:
         self.path = os.path.join(workdir, f"t-{uuid.uuid4().hex[:8]}.sock")
         self.log_path = self.path[: -len(".sock")] + ".log"
         modules = {"kernel": list(KERNEL_MODULES), "preload": list(self.preload), "warm": warm}
+        if probe_cache:  # the preload probe's answer, kept between builds (template.shareable)
+            name = hashlib.sha256(json.dumps([python, self.preload]).encode()).hexdigest()[:16]
+            modules["probe_cache"] = os.path.join(probe_cache, f"{name}.json")
         #: Before any import: a file changed after this may have been read old or new.
         self.started_ns = time.time_ns()
         #: The files its imports read outside the interpreter's own folders, as it read them.

@@ -80,9 +80,12 @@ class ForkServer:
         env_drop: Sequence[str] = DEFAULT_ENV_DROP,
         keep_warm: KeepWarm | None = None,
         tell: Callable[[str], None] | None = None,
+        probe_cache: str | None = None,
     ) -> None:
         self.startup_timeout = startup_timeout
         self.keep_warm = keep_warm
+        #: Folder where templates keep their preload probe's answer between builds (or None).
+        self.probe_cache = probe_cache
         #: Says which template each key's kernels fork from: started, or adopted (kept warm).
         self.tell = tell or logger.debug
         #: Variables the templates (and so their kernels) never get: as a session's, see KernelSession.
@@ -154,7 +157,7 @@ class ForkServer:
             try:
                 template = self._warm(key, env) if self.keep_warm is not None else None
                 if template is None:
-                    template = Template(key[0], key[1], self._workdir, env)
+                    template = Template(key[0], key[1], self._workdir, env, probe_cache=self.probe_cache)
                     self.tell(f"a template imports {list(key[1])} for kernels of {key[0]}")
             except OSError as err:
                 raise ForkServerError(f"cannot start the template: {err}") from err
@@ -181,7 +184,9 @@ class ForkServer:
                     why = why or "the environment changed"
                 program = warm.program_state()
                 settings = self.keep_warm.settings(slot.record)
-                template = Template(key[0], key[1], warm.socket_folder(), env, warm=settings)
+                template = Template(
+                    key[0], key[1], warm.socket_folder(), env, warm=settings, probe_cache=self.probe_cache
+                )
                 template.program, template.on_ready = program, _recorder(slot, self.warn)
                 said = f" ({why})" if why else ""
                 self.tell(f"a template imports {list(key[1])} for kernels of {key[0]}, kept warm{said}")

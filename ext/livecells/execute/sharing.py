@@ -14,7 +14,9 @@ It runs in the kernel's own Python, loaded by path beside ``template.py``: stand
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 import site
 import sys
@@ -76,7 +78,51 @@ def probe_imports(preload: list[str]) -> dict[str, Any]:
     except BaseException:  # noqa: BLE001 - the template's own import says it again
         error = traceback.format_exc(limit=-3)
     order = [name for name in sys.modules if name not in before and name in parent]
-    return {"order": order, "parent": parent, "unsafe": unsafe, "error": error}
+    found = {"order": order, "parent": parent, "unsafe": unsafe, "error": error}
+    # What the answer rests on, for a cache of it (see cached_probe): every file imported, and
+    # the interpreter's folders (an install or uninstall changes one).
+    found["files"] = imported_files({n: m for n, m in sys.modules.items() if n not in before}, [])
+    found["folders"] = folder_states()
+    return found
+
+
+def probe_identity(preload: list[str]) -> dict[str, Any]:
+    """What else a probe's answer depends on: the preload, this interpreter, its environment."""
+    environ = hashlib.sha256(json.dumps(sorted(os.environ.items())).encode()).hexdigest()
+    return {"preload": list(preload), "python": [sys.executable, sys.version], "environ": environ}
+
+
+def cached_probe(path: str, preload: list[str]) -> dict[str, Any] | None:
+    """The probe's answer kept at ``path`` by an earlier template, if nothing it rests on has
+    changed since (the same preload, interpreter and environment; every file the probe imported
+    and every installed folder as it was); else None. It saves a template a second import of
+    its framework, in a child, on every build."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            kept = json.load(handle)
+        if kept["identity"] != probe_identity(preload) or kept["found"]["folders"] != folder_states():
+            return None
+        for file, state in kept["found"]["files"].items():
+            if file_state(os.stat(file)) != state:
+                return None
+        return kept["found"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def keep_probe(path: str, preload: list[str], found: Mapping[str, Any]) -> None:
+    """Keep the probe's answer at ``path`` for later templates (written whole, or not at all)."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump({"identity": probe_identity(preload), "found": found}, handle)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def shared_roots(
@@ -181,13 +227,18 @@ def installed_state(modules: Mapping[str, Any]) -> dict[str, dict[str, list[int]
     """What a template kept warm for later builds rests on besides :func:`imported_files`: every
     imported file in the installed folders too, and those folders themselves (an install or an
     uninstall changes a folder), each as :func:`file_state` reads it."""
+    return {"files": imported_files(modules, []), "folders": folder_states()}
+
+
+def folder_states() -> dict[str, list[int]]:
+    """The interpreter's installed folders, each as :func:`file_state` reads it."""
     folders = {}
     for folder in installed_folders():
         try:
             folders[folder] = file_state(os.stat(folder))
         except OSError:
             continue
-    return {"files": imported_files(modules, []), "folders": folders}
+    return folders
 
 
 def file_state(stat: os.stat_result) -> list[int]:

@@ -97,7 +97,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     try:
         for name in modules["kernel"]:
             importlib.import_module(name)
-        roots, left = shareable(modules["preload"])
+        roots, left = shareable(modules["preload"], modules.get("probe_cache"))
         before = set(sys.modules)
         with sharing.captured() as output:
             for name in roots:
@@ -170,13 +170,26 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     return None
 
 
-def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
+def shareable(preload: list[str], cache: str | None = None) -> tuple[list[str], dict[str, str]]:
     """What of ``preload`` the template may import: the modules it pulls in, in import order,
     less those that use IPython's shell as they are imported and those that import them; and
     the preloads left to each kernel, with why. Found by importing ``preload`` in a forked probe
-    child (the template's own imports cannot be undone)."""
+    child (the template's own imports cannot be undone), or kept from an earlier template's
+    probe at ``cache`` while nothing it rests on changed (:func:`sharing.cached_probe`)."""
     if not preload:
         return [], {}
+    found = sharing.cached_probe(cache, preload) if cache else None
+    if found is None:
+        found = _probe(preload)
+        if cache and not found["error"]:
+            sharing.keep_probe(cache, preload, found)
+    if found["error"]:
+        raise ImportError(f"in the probe: {found['error']}")
+    return sharing.shared_roots(found["order"], found["parent"], found["unsafe"], preload)
+
+
+def _probe(preload: list[str]) -> dict[str, Any]:
+    """The probe's answer: ``preload`` imported in a forked child (:func:`sharing.probe_imports`)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the probe: never back into the template's code
@@ -198,10 +211,7 @@ def shareable(preload: list[str]) -> tuple[list[str], dict[str, str]]:
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         raise RuntimeError(f"the probe of the preloads' imports failed (exit status {status})")
-    found = json.loads(data)
-    if found["error"]:
-        raise ImportError(f"in the probe: {found['error']}")
-    return sharing.shared_roots(found["order"], found["parent"], found["unsafe"], preload)
+    return json.loads(data)  # type: ignore[no-any-return]
 
 
 #: Set once the template stops: the SIGTERMs that come after are ignored (see :func:`_stop`).

@@ -56,7 +56,8 @@ class Processes:
         """The fork server, made on first use; its templates drop the variables ``env_drop``
         names (livecells_env_drop) from their environment, and its notes on preloads point at the
         line of ``confdir``'s conf.py that names them. ``keep_warm``: seconds its templates may
-        idle after the build, recorded in ``doctreedir`` for the next build (0: they end with it)."""
+        idle after the build, recorded in ``doctreedir`` for the next build (0: they end with it);
+        the templates keep their preload probe's answer there too."""
         if self.server is None:
             from livecells.execute.forkserver import ForkServer
             from livecells.execute.warm import KeepWarm
@@ -71,6 +72,7 @@ class Processes:
                 tell=lambda message: logger.verbose(f"livecells: {message}"),
                 env_drop=env_drop,
                 keep_warm=warm,
+                probe_cache=os.path.join(doctreedir, "livecells-probe") if doctreedir else None,
             )
             # Ctrl-C ends a build without build-finished: close the templates on the way out too.
             atexit.register(self.close)
