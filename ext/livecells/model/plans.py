@@ -16,6 +16,10 @@ from typing import Any
 from livecells.model.vocabulary import ExecuteMode, StderrMode
 
 
+def code_sha(code: str) -> str:
+    """What identifies a cell's code in session keys and the store."""
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
 @dataclass(frozen=True)
 class CellPlan:
     """One cell as the sessions that run it see it."""
@@ -65,7 +69,7 @@ class CellPlan:
 
     @property
     def code_sha(self) -> str:
-        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+        return code_sha(self.code)
 
 
 @dataclass(frozen=True)

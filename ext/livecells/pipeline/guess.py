@@ -9,10 +9,11 @@ A wrong guess costs a template started for nothing, or the overlap; what runs is
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
+
+from livecells.model.plans import code_sha
 
 #: A ``live-cell`` in RST (``.. live-cell:: ARG``) or MyST (a fence of backticks or colons).
 RST_CELL = re.compile(r"^(?P<indent>[ \t]*)\.\. live-cell::[ \t]*(?P<arg>.*)$")
@@ -75,11 +76,6 @@ def cells(text: str) -> list[tuple[list[str], str]]:
         else:
             i += 1
     return found
-
-
-def code_sha(code: str) -> str:
-    """As :attr:`livecells.model.plans.CellPlan.code_sha`."""
-    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 def frameworks(found: list[tuple[list[str], str]], known: list[str]) -> dict[str, list[str]]:
