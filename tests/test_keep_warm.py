@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from livecells.execute.forked import TIMESTAMP_SLACK_NS
 from livecells.execute.lifetime import Lifetime
 from livecells.execute.reaper import process_start
 from livecells.execute.warm import stop_all
@@ -53,6 +54,7 @@ def book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_warm: float) -> t
     src.mkdir()
     for name in ("lc_alpha", "lc_beta", "lc_alpha2"):
         (modules / f"{name}.py").write_text(PRELOAD.format(name=name))
+    settle()
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([PACKAGE_PARENT, str(modules)]))
     conf(src, "lc_alpha", keep_warm)
     page(src, tmp_path / "ran.jsonl", "alpha v1")
@@ -74,6 +76,13 @@ def page(src: Path, out: Path, alpha: str) -> None:
         f"T\n=\n\n.. live-cell:: alpha\n\n   # {alpha}\n{cell('alpha')}\n\n"
         f".. live-cell:: beta\n\n{cell('beta')}\n"
     )
+
+
+def settle() -> None:
+    """Let files just written age past the slack within which a template does not trust a
+    file it imports (it may have read it half-written), and starts again: a build that
+    follows at once on a fast machine would count a second template's imports."""
+    time.sleep(3 * TIMESTAMP_SLACK_NS / 1e9)
 
 
 def ran(tmp_path: Path) -> list[dict]:
@@ -178,6 +187,7 @@ def test_a_changed_imported_file_means_a_new_template(tmp_path, monkeypatch, war
     alpha = first["alpha"]["template"]
     start, once = process_start(alpha), imports(modules, "lc_alpha")
     (modules / "lc_alpha.py").write_text(PRELOAD.format(name="lc_alpha") + "VERSION = 2\n")
+    settle()
     second = edited_build(src, tmp_path)
     assert second["template"] != alpha and imports(modules, "lc_alpha") == 2 * once
     assert wait_gone(alpha, start, 5)  # the stale one was stopped, not left to idle
