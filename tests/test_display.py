@@ -211,6 +211,22 @@ def test_bad_values_are_located_warnings_and_the_cell_still_runs(site):
     assert hidden.select("figure, details, .livecells-output") == []
 
 
+def test_a_figure_of_a_cell_that_shows_nothing_is_warned_of(tmp_path, rootdir):
+    """The caption alone would be a figure of nothing: said at the cell, per framework."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(rootdir / "test-display" / "conf.py", src / "conf.py")
+    (src / "index.rst").write_text(
+        "T\n=\n\n.. live-cell:: alpha\n   :figure-caption: Nothing shown\n\n   quiet = True\n\n"
+        ".. live-cell:: alpha\n   :figure-caption: Something shown\n\n   print('shown')\n"
+    )
+    _, warnings = build_site(src, kernels=FakeKernels())
+    said = [line for line in warnings.splitlines() if "WARNING" in line]
+    assert len(said) == 1, said
+    assert "index.rst:4: WARNING: live-cell [alpha]: :figure-caption:" in said[0]
+    assert "a figure of its caption alone [livecells.output]" in said[0]
+
+
 def test_display_options_do_not_run_a_page_again(tmp_path, rootdir):
     src = tmp_path / "src"
     shutil.copytree(rootdir / "test-display", src)

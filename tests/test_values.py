@@ -317,16 +317,17 @@ def test_a_page_that_runs_nothing_by_choice_quotes_without_warnings(tmp_path, ro
     (src / "index.rst").write_text(
         f"Slow\n====\n\n{settings}.. live-cell:: alpha\n   :name: slow\n   :value: total\n\n   6 * 7\n\n"
         "Took :live-time:`slow`, a ratio :live-ratio:`slow / slow`, the total :live-value:`total`, "
-        "and :live-time:`no-such-cell`.\n"
+        "and :live-time:`no-such-cell`, :live-ratio:`no-such-cell / no-such-cell`.\n"
     )
     overrides = {"livecells_execute_exclude": ["index"]} if how == "exclude" else {}
     kernels = FakeKernels()
     app, warnings = build_site(src, kernels=kernels, confoverrides=overrides)
     assert kernels.take() == []
     said = [line for line in warnings.splitlines() if "WARNING" in line]
-    assert len(said) == 1 and "no-such-cell" in said[0], said
+    # A name of no cell is said once per quote, a / a too.
+    assert len(said) == 2 and all("no-such-cell" in w for w in said), said
     quotes = _quotes(_paragraph(soup(Path(app.outdir) / "index.html"), "Took"))
-    assert quotes == ["??"] * 4, quotes
+    assert quotes == ["??"] * 5, quotes
 
 
 def test_a_value_whose_cell_failed_is_warned_of_with_the_error(tmp_path, rootdir):

@@ -207,6 +207,9 @@ class RenderLiveCells(SphinxPostTransform):
     def _shown_outputs(self, cell: live_cell, shown: list[nodes.Node], framework: str) -> list[nodes.Node]:
         """A cell's outputs as its display options ask: images sized, in a figure, collapsed."""
         sized_images(shown, cell, self.config_.image_options)
+        if not shown and any(isinstance(child, nodes.figure) for child in cell.children):
+            said = ":figure-caption:/:figure-name: the cell shows no output: a figure of its caption alone"
+            self.outputs.warn(cell, framework, said)
         number = figure_number(self.env, self.docname, cell, self.config)
         shown = output_figure(cell, shown, self.format, number, framework)
         return collapsed(shown, cell.get("collapse_output"), "output", self.format)

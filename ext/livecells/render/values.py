@@ -373,7 +373,8 @@ class RenderLiveValues(SphinxPostTransform):
         if len(parts) != 2 or not all(parts):
             self._warn(page, node, f"{where}: no ratio: write `a / b` (cell names, spaces around /)")
             return None
-        first, second = (self._timed(node, page, part, where) for part in parts)
+        timed = {part: self._timed(node, page, part, where) for part in dict.fromkeys(parts)}  # a / a: one warning
+        first, second = timed[parts[0]], timed[parts[1]]
         if first is None or second is None:
             return None
         if second.seconds <= 0:
