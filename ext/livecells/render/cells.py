@@ -204,10 +204,13 @@ class RenderLiveCells(SphinxPostTransform):
             box.extend(collapsed([code_block(cell)], cell.get("collapse_code"), "code", self.format))
         return box
 
-    def _shown_outputs(self, cell: live_cell, shown: list[nodes.Node], framework: str) -> list[nodes.Node]:
+    def _shown_outputs(
+        self, cell: live_cell, shown: list[nodes.Node], framework: str, result: CellRecord | None
+    ) -> list[nodes.Node]:
         """A cell's outputs as its display options ask: images sized, in a figure, collapsed."""
         sized_images(shown, cell, self.config_.image_options)
-        if not shown and any(isinstance(child, nodes.figure) for child in cell.children):
+        # A result that shows nothing (not a cell left unrun by choice: livecells_execute = "off").
+        if not shown and result is not None and any(isinstance(child, nodes.figure) for child in cell.children):
             said = ":figure-caption:/:figure-name: the cell shows no output: a figure of its caption alone"
             self.outputs.warn(cell, framework, said)
         number = figure_number(self.env, self.docname, cell, self.config)
@@ -221,7 +224,8 @@ class RenderLiveCells(SphinxPostTransform):
             cell["ids"] = []
         shown = self.shown.get((cell["index"], framework), Shown(Origin.RECORDED))
         if not cell["hide_output"]:
-            box.extend(self._shown_outputs(cell, self._fit_recorded(self._outputs(cell, shown, framework)), framework))
+            outputs = self._fit_recorded(self._outputs(cell, shown, framework))
+            box.extend(self._shown_outputs(cell, outputs, framework, shown.result))
         if cell.get("code_below"):
             place_code_below(box)
         line = self._timing_line(cell, shown, framework, described)
@@ -240,15 +244,16 @@ class RenderLiveCells(SphinxPostTransform):
         if not cell["hide_output"]:
             if len(set(signatures.values())) <= 1 or self.format == "latex":
                 first = frameworks[0] if frameworks else ""
-                outputs = self._fit_recorded(self._outputs(cell, shown.get(first, Shown(Origin.RECORDED)), first))
-                box.extend(self._shown_outputs(cell, outputs, first))
+                chosen = shown.get(first, Shown(Origin.RECORDED))
+                outputs = self._fit_recorded(self._outputs(cell, chosen, first))
+                box.extend(self._shown_outputs(cell, outputs, first, chosen.result))
             else:
                 # The frameworks disagree: show each one's output, in synced tabs.
                 tab_set = _tab_set()
                 for framework in frameworks:
                     outputs = self._fit_recorded(self._outputs(cell, shown[framework], framework))
                     tab_set += self._tab_item(framework, outputs)
-                box.extend(self._shown_outputs(cell, [tab_set], ALL))
+                box.extend(self._shown_outputs(cell, [tab_set], ALL, None))
         if cell.get("code_below"):
             place_code_below(box)
         described: set[str] = set()  # an `all` cell is a group of its own
