@@ -11,7 +11,6 @@ the terminal's width, so that it stays one line.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -143,6 +142,8 @@ class Progress:
 
     async def around(self, work: Awaitable[None]) -> None:
         """Run a scheduler's ``work``, told of each cell it sends, redrawing the line meanwhile."""
+        import asyncio  # here: a build that runs nothing does without it
+
         from livecells.execute.scheduler import cell_listener
 
         token = cell_listener.set(self.cell)
@@ -157,6 +158,8 @@ class Progress:
                     await ticker
 
     async def _ticks(self) -> None:
+        import asyncio
+
         while True:
             await asyncio.sleep(TICK)
             self.tick()
