@@ -176,6 +176,36 @@ def test_machine_readable_summary(bad):
 
 
 @pytest.mark.kernel
+def test_a_kernel_that_aborts_after_an_error_still_runs_the_next_cells(tmp_path, monkeypatch):
+    """ipykernel aborts the execute requests that reach it just after a cell's error (all of
+    them for ``stop_on_error_timeout``, 0 s by default: a race a loaded machine loses, which
+    left a cell after a timed-out one empty in the matrix). livecells runs every cell whatever
+    the one before did, so it asks for no abort; here the window is 5 s, as a user may set it."""
+    ipython_dir = tmp_path / "ipython"
+    (ipython_dir / "profile_default").mkdir(parents=True)
+    (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(
+        "c.IPythonKernel.stop_on_error_timeout = 5.0\n"
+    )
+    monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        'extensions = ["livecells"]\nlivecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}\n'
+    )
+    (src / "index.rst").write_text(
+        "T\n=\n\n.. live-cell:: alpha\n   :raises: ZeroDivisionError\n\n   1 / 0\n\n"
+        ".. live-cell:: alpha\n   :timeout: 2\n\n   import time\n   time.sleep(60)\n\n"
+        ".. live-cell:: alpha\n\n   print('RUNS AFTER THE ERROR AND THE TIMEOUT')\n"
+    )
+    app, warnings = build_site(src)
+    page = soup(Path(app.outdir) / "index.html")
+    assert "RUNS AFTER THE ERROR AND THE TIMEOUT" in outputs(cell_with(page, "RUNS AFTER")), warnings
+    assert "did not finish within 2 s" in warnings and "aborted" not in warnings.lower()
+    (session,) = json.loads((src / "_livecells" / "index.json").read_text())["sessions"].values()
+    assert session["cells"][0]["time"] is not None  # the error cell's time: its request not aborted
+
+
+@pytest.mark.kernel
 def test_no_kernel_outlives_the_bad_build(bad):
     assert bad["kernels_left"] == []
 

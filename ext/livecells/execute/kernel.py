@@ -274,6 +274,9 @@ class KernelSession:
                 store_history=not silent,
                 user_expressions=dict(user_expressions or {}),
                 allow_stdin=False,
+                # Every cell runs whatever the one before did (as nbclient asks when errors are
+                # allowed): ipykernel would abort requests that reach it just after an error.
+                stop_on_error=False,
             )
         )
 
