@@ -7,6 +7,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from io import StringIO
@@ -75,6 +76,19 @@ def outputs(cell) -> str:
 
 def meta(cell) -> list[str]:
     return [p.get_text() for p in cell.select("p.livecells-meta")]
+
+
+def one_page_book(tmp_path: Path, conf: Path | str, page: str) -> Path:
+    """``tmp_path/src``, a book of one page: ``conf`` a root's conf.py to copy, or its text;
+    ``page`` the text of index.rst."""
+    src = tmp_path / "src"
+    src.mkdir()
+    if isinstance(conf, Path):
+        shutil.copy(conf, src / "conf.py")
+    else:
+        (src / "conf.py").write_text(conf)
+    (src / "index.rst").write_text(page)
+    return src
 
 
 def build_site(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from helpers import FakeKernels, build_site, built_page, cell_with
+from helpers import FakeKernels, build_site, built_page, cell_with, one_page_book
 
 PNG_ALT = 'A "dot" <script>alert(1)</script>'
 
@@ -213,12 +213,10 @@ def test_bad_values_are_located_warnings_and_the_cell_still_runs(site):
 
 def test_a_figure_of_a_cell_that_shows_nothing_is_warned_of(tmp_path, rootdir):
     """The caption alone would be a figure of nothing: said at the cell, per framework."""
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(rootdir / "test-display" / "conf.py", src / "conf.py")
-    (src / "index.rst").write_text(
+    src = one_page_book(
+        tmp_path, rootdir / "test-display" / "conf.py",
         "T\n=\n\n.. live-cell:: alpha\n   :figure-caption: Nothing shown\n\n   quiet = True\n\n"
-        ".. live-cell:: alpha\n   :figure-caption: Something shown\n\n   print('shown')\n"
+        ".. live-cell:: alpha\n   :figure-caption: Something shown\n\n   print('shown')\n",
     )
     _, warnings = build_site(src, confoverrides={"livecells_execute": "off"})
     assert "WARNING" not in warnings  # no result by choice: nothing to say
@@ -375,10 +373,8 @@ def test_printed_text_in_a_figure_keeps_its_lines_left_aligned(site):
 def test_a_collapsed_output_with_nothing_to_show_is_no_empty_toggle(tmp_path, rootdir):
     """A cell whose output is collapsed but shows nothing (no output, or only a named display,
     which prose quotes) gets no "Show output" line that opens onto nothing."""
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(rootdir / "test-display" / "conf.py", src / "conf.py")
-    (src / "index.rst").write_text(
+    src = one_page_book(
+        tmp_path, rootdir / "test-display" / "conf.py",
         "Empty\n=====\n\n.. live-cell:: alpha\n   :collapse-output:\n\n   x = 1\n\n"
         ".. live-cell:: alpha\n   :collapse-output: The value\n\n"
         "   display(3, metadata={'livecells': {'name': 'three'}})\n\n"

@@ -16,7 +16,7 @@ from sphinx.testing.util import SphinxTestApp
 from livecells.execute.kernel import KernelSession
 
 from conftest import kernel_processes
-from helpers import FakeKernels, build_site, cell_with, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, one_page_book, outputs, soup
 
 pytestmark = pytest.mark.slow
 
@@ -190,12 +190,8 @@ def test_a_kernel_that_aborts_after_an_error_still_runs_the_next_cells(tmp_path,
         "c.IPythonKernel.stop_on_error_timeout = 5.0\n"
     )
     monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "conf.py").write_text(
-        'extensions = ["livecells"]\nlivecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}\n'
-    )
-    (src / "index.rst").write_text(
+    src = one_page_book(
+        tmp_path, 'extensions = ["livecells"]\nlivecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}\n',
         "T\n=\n\n.. live-cell:: alpha\n   :raises: ZeroDivisionError\n\n   1 / 0\n\n"
         ".. live-cell:: alpha\n   :timeout: 2\n\n   import time\n   time.sleep(60)\n\n"
         ".. live-cell:: alpha\n\n   print('RUNS AFTER THE ERROR AND THE TIMEOUT')\n"

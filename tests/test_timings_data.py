@@ -16,7 +16,7 @@ from livecells.store import OutputStore
 from livecells.store.codec import session_from_json, session_to_json
 from livecells.store.schema import Invalid, check_session, repair_session
 
-from helpers import build_site, livecells_cli
+from helpers import build_site, livecells_cli, one_page_book
 
 
 def record(device: str, date: str, times: list[float], *, kind: str = "cpu", samples: bool = False) -> SessionRecord:
@@ -144,12 +144,8 @@ def test_report_compare_over_hand_written_stores(tmp_path):
 def test_hostile_device_timings_in_a_store_reach_no_page_raw(tmp_path):
     from livecells.model.plans import CellPlan
 
-    src = tmp_path / "book"
-    src.mkdir()
-    (src / "conf.py").write_text(
-        'extensions = ["livecells"]\nlivecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}\n'
-    )
-    (src / "index.rst").write_text(
+    src = one_page_book(
+        tmp_path, 'extensions = ["livecells"]\nlivecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}\n',
         "Page\n====\n\n.. live-cell:: alpha\n   :timings: all-devices\n\n   x = 1\n\n.. live-report::\n"
     )
     sha = CellPlan(0, ("alpha",), "x = 1", 0, 0).code_sha

@@ -28,7 +28,7 @@ from livecells.model.values import (
 )
 from livecells.render.timing import format_seconds
 
-from helpers import FakeKernels, build_site, cell_with, outputs, soup
+from helpers import FakeKernels, build_site, cell_with, one_page_book, outputs, soup
 
 # -- the rules, pure -----------------------------------------------------------------------------
 
@@ -310,11 +310,9 @@ def test_a_page_that_runs_nothing_by_choice_quotes_without_warnings(tmp_path, ro
     """An excluded page (livecells_execute_exclude, or its own :execute: off) is as a build with
     livecells_execute = "off": a quote missing because its cell did not run is no mistake; a
     name of no cell still is."""
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(rootdir / "test-values" / "conf.py", src / "conf.py")
     settings = ".. live-settings::\n   :execute: off\n\n" if how == "execute-off" else ""
-    (src / "index.rst").write_text(
+    src = one_page_book(
+        tmp_path, rootdir / "test-values" / "conf.py",
         f"Slow\n====\n\n{settings}.. live-cell:: alpha\n   :name: slow\n   :value: total\n\n   6 * 7\n\n"
         "Took :live-time:`slow`, a ratio :live-ratio:`slow / slow`, the total :live-value:`total`, "
         "and :live-time:`no-such-cell`, :live-ratio:`no-such-cell / no-such-cell`.\n"
@@ -332,10 +330,8 @@ def test_a_page_that_runs_nothing_by_choice_quotes_without_warnings(tmp_path, ro
 
 def test_a_value_whose_cell_failed_is_warned_of_with_the_error(tmp_path, rootdir):
     """The name exists, the cell raised: the warning says so, not only that no value is named."""
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(rootdir / "test-values" / "conf.py", src / "conf.py")
-    (src / "index.rst").write_text(
+    src = one_page_book(
+        tmp_path, rootdir / "test-values" / "conf.py",
         "Failed\n======\n\n.. live-cell:: alpha\n   :value: total\n   :raises:\n\n   raise ValueError('no total')\n\n"
         "The total is :live-value:`total`.\n"
     )
