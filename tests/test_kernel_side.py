@@ -776,3 +776,12 @@ def test_a_template_keeps_its_preload_probe_while_nothing_it_rests_on_changes(
     assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None
     (tmp_path / "probe" / "one.json").write_text("{damaged")
     assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None
+    # Kept by another version, or written by hand: what it rests on unchanged, its shape not an answer.
+    module.write_text("import json\n")
+    found["files"] = {str(module): sharing.file_state(os.stat(module))}
+    sharing.keep_probe(cache, ["lc_probe_mod"], {**found, "order": "lc_probe_mod"})
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None
+    sharing.keep_probe(cache, ["lc_probe_mod"], {k: v for k, v in found.items() if k != "error"})
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None
+    sharing.keep_probe(cache, ["lc_probe_mod"], found)
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) == found

@@ -78,12 +78,9 @@ def probe_imports(preload: list[str]) -> dict[str, Any]:
     except BaseException:  # noqa: BLE001 - the template's own import says it again
         error = traceback.format_exc(limit=-3)
     order = [name for name in sys.modules if name not in before and name in parent]
-    found = {"order": order, "parent": parent, "unsafe": unsafe, "error": error}
-    # What the answer rests on, for a cache of it (see cached_probe): every file imported, and
-    # the interpreter's folders (an install or uninstall changes one).
-    found["files"] = imported_files({n: m for n, m in sys.modules.items() if n not in before}, [])
-    found["folders"] = folder_states()
-    return found
+    # With what the answer rests on, for a cache of it (see cached_probe).
+    rests_on = installed_state({n: m for n, m in sys.modules.items() if n not in before})
+    return {"order": order, "parent": parent, "unsafe": unsafe, "error": error, **rests_on}
 
 
 def probe_identity(preload: list[str]) -> dict[str, Any]:
@@ -100,12 +97,16 @@ def cached_probe(path: str, preload: list[str]) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as handle:
             kept = json.load(handle)
-        if kept["identity"] != probe_identity(preload) or kept["found"]["folders"] != folder_states():
+        found = kept["found"]
+        if kept["identity"] != probe_identity(preload) or found["folders"] != folder_states():
             return None
-        for file, state in kept["found"]["files"].items():
+        for file, state in found["files"].items():
             if file_state(os.stat(file)) != state:
                 return None
-        return kept["found"]
+        shapes = {"order": list, "parent": dict, "unsafe": dict, "error": (str, type(None))}
+        if not all(key in found and isinstance(found[key], shape) for key, shape in shapes.items()):
+            return None  # another livecells version's answer, or not an answer
+        return found
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -20,6 +20,7 @@ def code_sha(code: str) -> str:
     """What identifies a cell's code in session keys and the store."""
     return hashlib.sha256(code.encode()).hexdigest()[:16]
 
+
 @dataclass(frozen=True)
 class CellPlan:
     """One cell as the sessions that run it see it."""
