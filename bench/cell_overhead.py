@@ -23,7 +23,7 @@ import benchlib
 from benchlib import median
 from jupyter_client.manager import AsyncKernelManager, KernelManager
 
-from livecells.execute.kernel import KernelSession
+from livecells.execute.kernels.session import KernelSession
 from livecells.model.frameworks import FrameworkSpec
 
 CODE = "x = 1"

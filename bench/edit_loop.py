@@ -32,7 +32,7 @@ from pathlib import Path
 import benchlib
 from book import FRAMEWORKS, Book, write_book
 
-from livecells.execute.reaper import process_start
+from livecells.kernel_side.reaper import process_start
 
 MODES = ("default", "keep-warm")  # "prose": a prose edit in the keep-warm copy
 

@@ -1,7 +1,7 @@
 """How long a session waits for a ready kernel with its framework imported: fresh vs forked.
 
 Run: ``.venv/bin/python bench/kernel_start.py [--runs N] [--framework pytorch]``. Both are
-measured in the same run, through :class:`livecells.execute.kernel.KernelSession` (start() returns once
+measured in the same run, through :class:`livecells.execute.kernels.session.KernelSession` (start() returns once
 the kernel answered and the preload is imported). The fork server's template is started and
 warmed before the clock runs, as a build does once per framework.
 """
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ext"))
 import benchlib  # noqa: E402
 
 from livecells.config import LivecellsConfig
-from livecells.execute.forkserver import ForkServer  # noqa: E402
-from livecells.execute.kernel import KernelSession  # noqa: E402
+from livecells.execute.forkserver.server import ForkServer  # noqa: E402
+from livecells.execute.kernels.session import KernelSession  # noqa: E402
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
 
 

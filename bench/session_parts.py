@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python bench/session_parts.py [--sessions 12]``. Runs the sessions of
 ``book.py``'s light book (5 cells per framework, as a build does) one after another through
-:class:`livecells.execute.kernel.KernelSession`, with kernels forked from the build's templates
+:class:`livecells.execute.kernels.session.KernelSession`, with kernels forked from the build's templates
 (started and warmed before the clock runs), and for comparison the same cells sent as bare
 ``execute`` requests to a kernel of the same template (a raw jupyter_client round trip: wait for
 idle and the reply, nothing else), in sessions of their own, alternating with livecells' (a
@@ -27,8 +27,8 @@ from benchlib import median
 from book import FRAMEWORKS, TEMPLATES
 
 from livecells.config import LivecellsConfig
-from livecells.execute.forkserver import ForkServer
-from livecells.execute.kernel import KernelSession
+from livecells.execute.forkserver.server import ForkServer
+from livecells.execute.kernels.session import KernelSession
 from livecells.model.frameworks import FrameworkSpec
 
 CPU = "import resource as _r; _u = _r.getrusage(_r.RUSAGE_SELF); print(_u.ru_utime + _u.ru_stime)"

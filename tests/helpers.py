@@ -19,6 +19,7 @@ from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
 
+from livecells.errors import ExecutorError
 from livecells.model.records import Probe
 
 
@@ -143,7 +144,7 @@ class InProcessSession:
     """
 
     def __init__(self, framework: Any, *, cwd: Any, devices: Any = None, output_limit: int = 100_000, **_: Any):
-        from livecells.execute.iopub import SessionDisplays
+        from livecells.execute.kernels.iopub import SessionDisplays
 
         self.framework = framework
         self.cwd = cwd
@@ -165,7 +166,7 @@ class InProcessSession:
         import time
         import traceback
 
-        from livecells.execute.iopub import OutputCollector
+        from livecells.execute.kernels.iopub import OutputCollector
         from livecells.model.records import CellRecord
 
         self.count += 1
@@ -237,13 +238,17 @@ class InProcessSession:
 
     async def probe(self) -> Probe:
         import platform
-        import socket
 
-        # It "uses" the devices it was given.
-        return Probe(host=socket.gethostname(), python=platform.python_version(), gpu_used=bool(self.devices))
+        # It "uses" the devices it was given, on a host of its own (see FAKE_HOST).
+        return Probe(host=FAKE_HOST, python=platform.python_version(), gpu_used=bool(self.devices))
 
     async def shutdown(self) -> None:
         self.namespace.clear()
+
+
+#: The host :class:`FakeKernels` report: a name no page shows by chance, where this machine's
+#: may be ``ok`` or ``a`` ("ok" not in a page that says "ok" would fail for no fault).
+FAKE_HOST = "fake-host-7f3c.example"
 
 
 class FakeKernels:
@@ -304,11 +309,10 @@ class InProcessPool:
         self.address = address
 
     def size(self) -> int:
-        from livecells.execute.executors import ExecutorProblem
 
         size = self.address.partition("://")[2]
         if not size.isdigit() or int(size) < 1:
-            raise ExecutorProblem(f"livecells_executor = {self.address!r}: the pool's size must be a number")
+            raise ExecutorError(f"livecells_executor = {self.address!r}: the pool's size must be a number")
         return int(size)
 
     def check(self, warm: Any) -> Any:
@@ -344,3 +348,40 @@ class InProcessPool:
                 InProcessPool.runs.append(most[0])
 
         return Pool()
+
+
+def install_plugin(name: str, tmp_path: Path) -> dict[str, str]:
+    """Install ``tests/plugins/<name>`` as a user installs a package (pip, from a copy, into a
+    folder of its own); the environment of a build that has it on its path. Without pip and
+    setuptools in this venv (the matrix's have neither) it installs with the uv that
+    ``LIVECELLS_UV`` names (the matrix sets it), and skips where there is none."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    source = tmp_path / f"plugin-{name}"
+    shutil.copytree(Path(__file__).parent / "plugins" / name, source)  # the build writes beside it
+    folder = tmp_path / f"installed-{name}"
+    if importlib.util.find_spec("pip") and importlib.util.find_spec("setuptools"):
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+    elif os.environ.get("LIVECELLS_UV"):
+        command = [os.environ["LIVECELLS_UV"], "pip", "install", "--quiet", "--python", sys.executable, "--no-deps"]
+    else:
+        import pytest
+
+        pytest.skip("installing a plug-in needs pip and setuptools in this venv, or LIVECELLS_UV (a uv)")
+    subprocess.run([*command, "--target", str(folder), str(source)], check=True, cwd=tmp_path)
+    path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def declared_entry_points() -> dict[str, dict[str, str]]:
+    """livecells' own entry points by group, as its installed metadata declares them (the wheel's
+    in the matrix, pyproject.toml's through an editable install): ``{group: {name: value}}``."""
+    from importlib.metadata import distribution
+
+    groups: dict[str, dict[str, str]] = {}
+    for entry in distribution("livecells").entry_points:
+        groups.setdefault(entry.group, {})[entry.name] = entry.value
+    return groups

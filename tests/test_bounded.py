@@ -108,8 +108,8 @@ def test_no_output_reaches_the_build_whole(tmp_path):
     import asyncio
     import tracemalloc
 
-    from livecells.execute import budget
-    from livecells.execute.kernel import KernelSession
+    from livecells.execute.kernels.session import KernelSession
+    from livecells.kernel_side import budget
     from livecells.model.frameworks import FrameworkSpec
 
     spec = FrameworkSpec(name="alpha", label="Alpha")

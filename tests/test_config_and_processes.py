@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from livecells.config import get_config
+from livecells.errors import ExecutorError
 
 from helpers import FakeKernels, build_site, said
 
@@ -251,7 +252,7 @@ def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdi
 
 
 def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
-    from livecells.execute.reaper import Guard
+    from livecells.kernel_side.reaper import Guard
 
     daemon = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '1000'], "
@@ -271,8 +272,8 @@ def test_a_dead_kernels_pid_now_naming_another_process_is_not_signalled():
     """A forked kernel that dies is reaped by its template at once; by the time its session
     ends, its pid may name another process (pid_max is 32768 on many machines). The shutdown
     signals the pid only while it names the process it started as."""
-    from livecells.execute.kernel import KernelSession
-    from livecells.execute.reaper import process_start
+    from livecells.execute.kernels.session import KernelSession
+    from livecells.kernel_side.reaper import process_start
     from livecells.model.frameworks import FrameworkSpec
 
     stranger = subprocess.Popen(["sleep", "1000"])
@@ -314,12 +315,14 @@ BAD_VALUES = {
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
     "depends_granularity": ["functions", 1, None],
-    "mime_priority": ["text/plain", 3, None, [("html", "image/bmp", 1)], [("html", "text/plain")],
+    "mime_priority": ["text/plain", 3, None, [("html", "bmp", 1)], [("html", "text/plain")],
                       [("*", "text/plain", "1")], [["", "text/plain", 1]]],
     "env_drop": [3, [1], [""], None, {"A": 1}],
     "launch": [3, None, "https://x.org/{path}", ["https://x.org/{path}"], {"colab": "javascript:x"},
                {"colab": {"pytorch": 3}}, {"colab": {}}, {"": "https://x.org/{path}"}, {"x": "https://x.org/{p}"}],
     "image_options": [3, None, "80%", {"width": "wide"}, {"scale": 50}, {"classes": "!!!"}],
+    "hosted": [3, None, ["colab"], {"colab": "python3"}, {"colab": {"kernel": 3}}, {"a/b": {}},
+               {"colab": {"libs": {"pytorch": {"d2l": "d2l\n!x"}}}}, {"colab": {"folder": "{page}"}}],
     "execute_exclude": [3, [1], [""], None],
     "allow_errors": ["yes", 1, None],
     "stderr": ["loud", None, 3],
@@ -330,11 +333,15 @@ BAD_VALUES = {
     "warmup": [-1, "x", 1.5, None, True],
     "drift_factor": [1, 0.5, "2", None, float("nan"), float("inf")],
     "drift_floor": [-1, "x", None, float("nan")],
+    "library": [3, "x", ["pytorch"], ("lib_file", "d2l/torch.py")],
+    "slides": [3, "x", [], {"top_right": 3}, {"colour": ""}, {"github_repo": "pytorch, a/b"},
+               {"github_repo": {"pytorch": "a b"}}, {"github_repo": {"jax": "a/b"}}],
 }
 
 
 def test_every_config_value_refuses_wrong_values_with_a_warning():
     from livecells.config import CONFIG_FIELDS, LivecellsConfig, read_config
+    from livecells.model.slides import SlidesSettings
 
     assert set(BAD_VALUES) == set(CONFIG_FIELDS)  # a new value gets its bad examples too
     default = LivecellsConfig()
@@ -343,7 +350,10 @@ def test_every_config_value_refuses_wrong_values_with_a_warning():
             warnings: list[str] = []
             config = read_config({name: value}, said(warnings))
             assert len(warnings) == 1 and f"livecells_{name}" in warnings[0], (name, value)
-            assert getattr(config, name) == getattr(default, name), (name, value)
+            expected = getattr(default, name)
+            if name == "slides" and isinstance(value, dict):
+                expected = SlidesSettings()  # a dict turns the slides on; its bad entry is left out
+            assert getattr(config, name) == expected, (name, value)
 
 
 def test_none_and_stdlib_preloads_are_understood():
@@ -403,11 +413,12 @@ BAD_OVERRIDES = {
     "store": "", "raise_on_error": "maybe", "latex_framework": "jax", "allow_html": "maybe",
     "executor": "", "fork_kernels": "2", "output_limit": "1.5", "mime_priority": "html,text/plain,1",
     "launch": "https://x.org/{path}",
+    "hosted": "colab",
     "image_options": "width=80%",
     "allow_errors": "maybe", "stderr": "loud", "show_tb": "maybe", "show_host": "maybe",
     "repeat": "many", "warmup": "some", "drift_factor": "big", "drift_floor": "x",
     "keep_warm": "soon",
-    "depends_granularity": "file",
+    "depends_granularity": "file", "slides": "x", "library": "d2l/torch.py",
 }  # fmt: skip
 
 
@@ -510,7 +521,7 @@ def test_a_conf_py_value_that_fails_when_read_is_replaced_not_left_to_crash_sphi
 
 @pytest.mark.kernel
 def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, rootdir, monkeypatch):
-    from livecells.execute.forked import MARKER
+    from livecells.execute.forkserver.forked import MARKER
 
     monkeypatch.setenv("MY_SECRET", "s3")
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_x")
@@ -529,10 +540,9 @@ def test_livecells_env_drop_decides_which_variables_a_kernel_gets(tmp_path, root
 def test_an_unreachable_executor_is_reported_within_seconds():
     pytest.importorskip("distributed")
     from livecells.execute.dask.cluster import check_executor
-    from livecells.execute.executors import ExecutorProblem
 
     started = time.monotonic()
-    with pytest.raises(ExecutorProblem, match="cannot be reached .Connection refused"):
+    with pytest.raises(ExecutorError, match="cannot be reached .Connection refused"):
         check_executor("tcp://127.0.0.1:1")
     assert time.monotonic() - started < 6
 
@@ -679,8 +689,8 @@ def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, 
 
     from jupyter_core.paths import jupyter_runtime_dir
 
-    from livecells.execute.forkserver import ForkServer
-    from livecells.execute.kernel import KernelSession
+    from livecells.execute.forkserver.server import ForkServer
+    from livecells.execute.kernels.session import KernelSession
     from livecells.model.frameworks import FrameworkSpec
 
     async def session(server):

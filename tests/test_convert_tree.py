@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,10 @@ def test_a_markdown_tree_follows_linked_folders_as_an_rst_tree_does(tmp_path: Pa
     results = convert_tree(book, tmp_path / "out", markdown=True, warn=said.append)
     assert (tmp_path / "out" / "img" / "figure.svg").read_bytes() == b"<svg/>"
     assert results[Path("img/deeper/linked.md")].cells == 1
-    assert said == [f"{book}/img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)"]
+    assert said == [
+        f"{book}/img/deeper/back: a link to {shared}, which holds this folder: not followed (it would loop)",
+        f"{tmp_path / 'out' / 'conf.py'}: livecells_frameworks from config.ini",  # its [build] tabs
+    ]
 
 
 def test_build_output_is_not_input_in_either_format(tmp_path: Path) -> None:
@@ -72,6 +76,22 @@ def test_build_output_is_not_input_in_either_format(tmp_path: Path) -> None:
         results = convert_tree(book, tmp_path / f"out{markdown}", markdown=markdown)
         assert Path("_build/rst/built.rst") not in results
         assert not (tmp_path / f"out{markdown}" / "_build").exists()
+
+
+def test_copies_of_a_read_only_source_are_the_owners_to_change(tmp_path: Path) -> None:
+    """A corpus shared read-only (CI's ../shared) converted twice into one output: the second
+    run failed with EACCES for every user but root, as did an edit of a copy."""
+    book = md_book(tmp_path / "book")
+    (book / "d2l.bib").write_text("@book{x, title={X}}\n", encoding="utf-8")
+    (book / "run.sh").write_text("#!/bin/sh\n", encoding="utf-8")
+    (book / "d2l.bib").chmod(0o444)
+    (book / "run.sh").chmod(0o555)
+    out = tmp_path / "out"
+    first = convert_tree(book, out, markdown=True)
+    assert stat.S_IMODE((out / "d2l.bib").stat().st_mode) == 0o644  # the source's, and its owner's write
+    assert stat.S_IMODE((out / "run.sh").stat().st_mode) == 0o755
+    assert convert_tree(book, out, markdown=True).keys() == first.keys()
+    assert (out / "d2l.bib").read_text(encoding="utf-8") == "@book{x, title={X}}\n"
 
 
 def test_settings_kept_and_written_are_reported_alike_in_both_formats() -> None:

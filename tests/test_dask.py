@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,8 +30,8 @@ from livecells.config import read_config  # noqa: E402
 from livecells.execute.dask.cluster import check_executor  # noqa: E402
 from livecells.execute.dask.scheduler import DaskScheduler  # noqa: E402
 from livecells.execute.devices import GPU  # noqa: E402
-from livecells.execute.executors import ExecutorProblem  # noqa: E402
-from livecells.execute.forked import MARKER  # noqa: E402
+from livecells.execute.executors import ExecutorError  # noqa: E402
+from livecells.execute.forkserver.forked import MARKER  # noqa: E402
 from livecells.execute.scheduler import SessionJob, cell_listener  # noqa: E402
 from livecells.execute.worker import WorkerKernels, own_gpus  # noqa: E402
 from livecells.model.frameworks import FrameworkSpec  # noqa: E402
@@ -186,7 +187,7 @@ def test_an_unreachable_scheduler_is_a_clear_error(rootdir, tmp_path):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
-    with pytest.raises(ExecutorProblem, match="cannot be reached"):
+    with pytest.raises(ExecutorError, match="cannot be reached"):
         check_executor(address, timeout=1)
     shutil.copytree(rootdir / "test-dask", tmp_path / "src")
     # Whether the build checks the address when it starts or when sessions run, it stops cleanly.
@@ -210,7 +211,7 @@ def test_a_client_factory_is_accepted(cluster):
     assert callable(config.executor) and not warnings
     info = check_executor(config.executor, timeout=10)
     assert (info.workers, info.threads, info.gpus_per_worker, info.slots) == (2, 2, 0, False)
-    with pytest.raises(ExecutorProblem, match="not a distributed.Client"):
+    with pytest.raises(ExecutorError, match="not a distributed.Client"):
         check_executor(lambda: "tcp://nowhere", timeout=1)
 
 
@@ -537,7 +538,7 @@ def test_a_template_imports_only_while_none_of_the_workers_sessions_runs():
 def test_waiting_for_a_template_ends_when_the_task_is_cancelled():
     import threading
 
-    from livecells.execute.worker import Cancelled
+    from livecells.errors import TaskCancelledError
 
     fake = _FakeServer([], delay=0)
     kernels = WorkerKernels(fake, fake)  # type: ignore[arg-type]
@@ -547,7 +548,7 @@ def test_waiting_for_a_template_ends_when_the_task_is_cancelled():
     with kernels.session(alpha, True, lambda: True):
         # beta's template cannot import while the alpha session runs; its task is cancelled.
         threading.Timer(0.3, wanted.clear).start()
-        with pytest.raises(Cancelled):
+        with pytest.raises(TaskCancelledError):
             kernels.warm([beta], wanted.is_set)
     kernels.warm([beta])  # started by the next one that asks
     assert sorted(fake.templates) == ["alpha", "beta"]
@@ -555,8 +556,9 @@ def test_waiting_for_a_template_ends_when_the_task_is_cancelled():
 
 
 def test_a_worker_and_a_local_build_lend_gpus_by_one_rule():
+    from livecells.errors import DeviceError
     from livecells.execute.devices import DevicePool
-    from livecells.execute.worker import DeviceProblem, WorkerDevices
+    from livecells.execute.worker import WorkerDevices
 
     gpus = [GPU(2, "G"), GPU(0, "G"), GPU(1, "G")]  # CUDA's order: the worker's own GPU first
 
@@ -564,7 +566,7 @@ def test_a_worker_and_a_local_build_lend_gpus_by_one_rule():
         devices, seen = WorkerDevices(gpus), []
         with devices.lease(2) as first:
             seen.append(first.gpus)
-            with pytest.raises(DeviceProblem, match=r"2 GPU\(s\) asked for, 1 free"), devices.lease(2):
+            with pytest.raises(DeviceError, match=r"2 GPU\(s\) asked for, 1 free"), devices.lease(2):
                 pass
         with devices.lease(1) as second, devices.lease(2) as third:
             seen += [second.gpus, third.gpus]
@@ -593,3 +595,171 @@ def test_what_a_worker_imports_needs_no_sphinx():
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "ext"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- stopping a cluster of `dask worker --no-nanny` processes -------------------------------------
+
+
+class _ProcessCluster:
+    """``dask scheduler`` and one ``dask worker --no-nanny`` on loopback, as processes of their own
+    (each in a session of its own); :meth:`kill` ends them and every process they started."""
+
+    def __init__(self, work: Path) -> None:
+        import subprocess
+        import sys
+
+        self.work = work
+        self.procs: list[Any] = []
+        self.started: list[psutil.Process] = []
+        scheduler_file = work / "scheduler.json"
+
+        def start(args: list[str], log: str) -> Any:
+            with open(work / log, "wb") as out:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "dask", *args], stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            self.procs.append(proc)
+            return proc
+
+        self.scheduler = start(
+            ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--scheduler-file", str(scheduler_file)], "scheduler.log",
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not scheduler_file.exists():
+                assert time.monotonic() < deadline and self.scheduler.poll() is None, (work / "scheduler.log").read_text()
+                time.sleep(0.1)
+            self.address = json.loads(scheduler_file.read_text())["address"]
+            # Two threads: the session's task and the stubborn one below run side by side.
+            self.worker = start(
+                ["worker", self.address, "--host", "127.0.0.1", "--no-nanny", "--nthreads", "2",
+                 "--no-dashboard"], "worker.log",
+            )
+        except BaseException:
+            self.kill()
+            raise
+
+    def remember_children(self) -> None:
+        """Note every process the worker started so far (kernels, templates, its guard)."""
+        for proc in self.procs:
+            with contextlib.suppress(psutil.Error):
+                self.started += psutil.Process(proc.pid).children(recursive=True)
+
+    def kill(self) -> None:
+        self.remember_children()
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            proc.wait()
+        for child in self.started:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+
+
+def _busy_worker(cluster: _ProcessCluster, tmp_path: Path, stall: float) -> dict[str, int]:
+    """Give the cluster's worker a livecells template, a session whose kernel sleeps, and an async
+    task that takes ``stall`` seconds to end once cancelled, so that the worker's close waits for it
+    (Dask gives async tasks that time) before it gets to its plugins. The pids of the template and
+    the kernel; the file ``closing`` appears when the worker starts to close, ``cancelled-again``
+    when the stubborn task is cancelled a second time."""
+    from distributed import Client, fire_and_forget
+
+    from livecells.execute.dask.cluster import start_kernels
+    from livecells.execute.dask.worker import run_on_worker
+
+    marks = tmp_path
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:
+            (marks / "closing").touch()
+            try:
+                await asyncio.sleep(stall)
+            except asyncio.CancelledError:
+                (marks / "cancelled-again").touch()
+            raise
+
+    page = tmp_path / "sleeper.rst"
+    page.write_text("sleeper\n", encoding="utf-8")
+    job = _job(page, "import os, time\nopen('kernel.pid', 'w').write(str(os.getpid()))\ntime.sleep(600)")
+    with Client(cluster.address, set_as_default=False, timeout=30) as client:
+        client.wait_for_workers(1, timeout=60)
+        assert start_kernels(client, [job.framework]) is None
+        # Both tasks stay on the worker when this client leaves.
+        fire_and_forget(client.submit(run_on_worker, job, "sleeper", "livecells-stop-test", key="sleeper", pure=False))
+        fire_and_forget(client.submit(stubborn, key="stubborn", pure=False))
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "kernel.pid").exists():
+            assert time.monotonic() < deadline, (cluster.work / "worker.log").read_text()[-3000:]
+            time.sleep(0.2)
+        (template,) = next(iter(worker_templates(client).values()))
+    cluster.remember_children()
+    kernel = int((tmp_path / "kernel.pid").read_text())
+    assert parent_of(kernel) == template and parent_of(template) == cluster.worker.pid
+    return {"template": template, "kernel": kernel}
+
+
+def _wait_for(path: Path, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return path.exists()
+
+
+def _exits(proc: Any, within: float) -> bool:
+    import subprocess
+
+    try:
+        proc.wait(within)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+@pytest.mark.process
+def test_a_closing_workers_kernels_end_even_if_its_close_never_reaches_the_plugins(tmp_path):
+    """The report's hang, made certain: SIGTERM to the scheduler and to a ``--no-nanny`` worker
+    at once, while the worker's close (the scheduler's order) is under way, cancels that close
+    half-way and the worker never exits (Dask's own: docs/cluster.rst). Its kernel and template
+    must still end as soon as it starts to close; a second SIGTERM then ends the worker."""
+    cluster = _ProcessCluster(tmp_path)
+    try:
+        pids = _busy_worker(cluster, tmp_path, stall=60)
+        cluster.scheduler.send_signal(15)
+        assert _wait_for(tmp_path / "closing", within=30)  # the worker is closing
+        cluster.worker.send_signal(15)
+        assert _gone([pids["kernel"], pids["template"]], within=20), "the closing worker's kernels live on"
+        assert _exits(cluster.scheduler, within=30)
+        if _wait_for(tmp_path / "cancelled-again", within=10):  # the worker's loop is shutting down
+            cluster.worker.send_signal(15)  # Dask put back the default action: this one ends it
+        assert _exits(cluster.worker, within=30)
+        assert _gone([p.pid for p in cluster.started], within=20)
+    finally:
+        cluster.kill()
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("order", ["workers-first", "client-shutdown"])
+def test_a_cluster_stopped_in_the_documented_order_ends_with_its_kernels(tmp_path, order):
+    """docs/cluster.rst's ways to stop a cluster of ``--no-nanny`` workers: SIGTERM to the workers,
+    then (once they have exited) to the scheduler; or ``Client.shutdown()``. Every process ends,
+    kernels and templates included, also while a slow task holds the worker's close up."""
+    cluster = _ProcessCluster(tmp_path)
+    try:
+        pids = _busy_worker(cluster, tmp_path, stall=3)
+        if order == "workers-first":
+            cluster.worker.send_signal(15)
+            assert _exits(cluster.worker, within=60)
+            cluster.scheduler.send_signal(15)
+        else:
+            from distributed import Client
+
+            with Client(cluster.address, set_as_default=False, timeout=30) as client:
+                client.shutdown()
+        assert _exits(cluster.worker, within=60) and _exits(cluster.scheduler, within=30)
+        assert _gone([pids["kernel"], pids["template"], *(p.pid for p in cluster.started)], within=20)
+    finally:
+        cluster.kill()

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from livecells.errors import StoreEntryError
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
 from livecells.model.records import (
     CellRecord,
@@ -168,7 +169,7 @@ def test_any_session_the_store_accepts_reads_as_a_record_and_writes_back_accepte
     from pathlib import Path
 
     from livecells.store import session_from_json, session_to_json
-    from livecells.store.schema import Invalid, check_session
+    from livecells.store.schema import check_session
 
     rng = random.Random(1234)
     sessions = [
@@ -192,7 +193,7 @@ def test_any_session_the_store_accepts_reads_as_a_record_and_writes_back_accepte
                 where[key] = rng.choice(odd)
         try:
             check_session(data)
-        except Invalid:
+        except StoreEntryError:
             continue
         accepted += 1
         record = session_from_json(data)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from helpers import FakeKernels, build_site, cell_with, meta, outputs, soup
+from helpers import FAKE_HOST, FakeKernels, build_site, cell_with, meta, outputs, soup
 
 CONF = """\
 extensions = ["livecells"]
@@ -345,11 +344,11 @@ def test_a_summary_folder_inside_the_site_holds_no_traceback_and_no_host(tmp_pat
     folder = Path(app.outdir) / "_ci"
     report, junit = (folder / "report.txt").read_text(), (folder / "junit.xml").read_text()
     assert "ValueError: BOOM-VALUE" in report and "Cell In[3]" not in report + junit
-    assert "results from the store, made " in junit and socket.gethostname() not in junit
+    assert "results from the store, made " in junit and FAKE_HOST not in junit
     src2 = make_site(tmp_path / "site2", 'livecells_summary_dir = "../ci"\n')
     build(src2, fake)
     build(src2, fake)
-    assert f"on {socket.gethostname()}" in (tmp_path / "ci" / "junit.xml").read_text()
+    assert f"on {FAKE_HOST}" in (tmp_path / "ci" / "junit.xml").read_text()
 
 
 # -- the host name --------------------------------------------------------------------------------
@@ -359,7 +358,7 @@ def test_the_host_is_named_only_when_the_book_says(tmp_path, fake):
     src = make_site(tmp_path / "site", other=".. live-report::\n\n" + OTHER)
     build(src, fake)
     _, _, app = build(src, fake)  # the stored results' lines say when and where they ran
-    host = socket.gethostname()
+    host = FAKE_HOST
     line = meta(cell_with(page(app), "CLEAN"))[0]
     assert "stored result from" in line and host not in line
     assert host not in page(app, "other").get_text()  # the report's table neither

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from sphinx.errors import SphinxError
 
+from livecells.errors import ExecutorError
 from livecells.execute import executors
-from livecells.execute.executors import Executor, ExecutorProblem, LocalExecutor, executor_for
+from livecells.execute.executors import Executor, LocalExecutor, executor_for
 
-from helpers import FakeKernels, InProcessPool, build_site, outputs, soup
+from helpers import FakeKernels, InProcessPool, build_site, declared_entry_points, install_plugin, outputs, soup
 
 
 def test_the_address_scheme_picks_the_executor():
@@ -37,7 +40,7 @@ def test_the_address_scheme_picks_the_executor():
 
 @pytest.mark.parametrize("value", ["ray://head:10001", "slurm://partition", 8786])
 def test_what_names_no_executor_is_a_problem_not_a_dask_address(value):
-    with pytest.raises(ExecutorProblem) as problem:
+    with pytest.raises(ExecutorError) as problem:
         executor_for(value)
     assert "Dask" not in str(problem.value)
     if isinstance(value, str):
@@ -133,3 +136,42 @@ def test_an_executor_object_that_cannot_be_pickled_is_a_config_warning(tmp_path,
     assert f"conf.py:{line}: WARNING: livecells_executor = <" in warnings, warnings
     assert "an executor object must be picklable" in warnings
     assert app.livecells_state.executor == LocalExecutor()
+
+
+@pytest.mark.process
+@pytest.mark.kernel
+def test_an_installed_package_adds_an_executor_by_its_entry_point(tmp_path, rootdir):
+    """tests/plugins/executor, installed as a user installs a package (pip, into a folder of its
+    own on the build's path): its scheme is known, chosen, and runs the sessions; nothing in
+    ext/ names it."""
+    env = install_plugin("executor", tmp_path)
+    src = _site(tmp_path, rootdir, '\nlivecells_executor = "echo://here"\n')
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", str(src), str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    verbose = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-E", str(src), str(tmp_path / "out2")],
+                             env=env, capture_output=True, text=True)
+    assert "the echo executor runs this build's sessions (echo://here)" in verbose.stdout, verbose.stdout
+    assert "everyone" in outputs(soup(tmp_path / "out" / "index.html"))
+    stored = json.loads((src / "_livecells" / "index.json").read_text(encoding="utf-8"))
+    assert {s["status"] for s in stored["sessions"].values()} == {"ok"}
+    assert "livecells_echo_executor" not in "".join(p.read_text() for p in (Path(__file__).parents[1] / "ext").rglob("*.py"))
+
+
+def test_two_packages_naming_one_scheme_are_named_and_a_broken_one_says_why(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    found = [EntryPoint("ray", "one_pkg:Ray", executors.ENTRY_POINTS), EntryPoint("ray", "other_pkg:Ray", executors.ENTRY_POINTS),
+             EntryPoint("tcp", "evil:Replace", executors.ENTRY_POINTS), EntryPoint("k8s", "missing_pkg:K8s", executors.ENTRY_POINTS)]
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [e for e in found if e.group == group])
+    schemes = executors.known_schemes()
+    assert schemes["tcp"] == [executors.SCHEMES["tcp"]]  # a package cannot replace livecells' own
+    with pytest.raises(ExecutorError, match=r"more than one executor for 'ray://': one_pkg:Ray, other_pkg:Ray"):
+        executor_for("ray://head:1")
+    with pytest.raises(ExecutorError, match=r"'k8s://' \(missing_pkg:K8s\) cannot be loaded: No module named 'missing_pkg'"):
+        executor_for("k8s://cluster")
+
+
+def test_livecells_own_entry_points_are_its_schemes():
+    declared = declared_entry_points()
+    assert declared[executors.ENTRY_POINTS] == executors.SCHEMES

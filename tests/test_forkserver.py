@@ -17,10 +17,10 @@ import psutil
 import pytest
 
 from livecells.config import LivecellsConfig
-from livecells.execute import template as template_program
-from livecells.execute.forked import MARKER, ForkedProcess
-from livecells.execute.forkserver import ForkServer
-from livecells.execute.kernel import KERNEL_ARGUMENTS, KernelSession
+from livecells.execute.forkserver.forked import MARKER, ForkedProcess
+from livecells.execute.forkserver.server import ForkServer
+from livecells.execute.kernels.session import KERNEL_ARGUMENTS, KernelSession
+from livecells.kernel_side import template as template_program
 from livecells.model.frameworks import FrameworkSpec
 
 from conftest import kernel_processes
@@ -133,7 +133,7 @@ def torch_runs(shared: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.frameworks
 def test_torch_kernels_are_forked(torch_runs: dict[str, Any]) -> None:
     assert torch_runs["fallbacks"] == {}
-    # The template is execute/template.py, run by path (and found by the marker, as kernels are).
+    # The template is kernel_side/template.py, run by path (and found by the marker, as kernels are).
     assert torch_runs["cmdline"][3:5] == [template_program.__file__, MARKER]
     for found in torch_runs["runs"]:
         assert isinstance(found["process"], ForkedProcess)
@@ -264,7 +264,7 @@ def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
 @pytest.fixture
 def subreaper() -> Any:
     """This process a subreaper, as a build that runs cells is (orphans come to it)."""
-    from livecells.execute.reaper import set_subreaper
+    from livecells.kernel_side.reaper import set_subreaper
 
     set_subreaper(True)
     yield
@@ -952,7 +952,7 @@ def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) ->
     (tmp_path / "lc_plain.py").write_text("import lc_heavy\n")
     (tmp_path / "lc_shows.py").write_text("from IPython.display import display\ndisplay('shown at import')\n")
     script = (
-        "import json, sys, IPython\nfrom livecells.execute import template\n"
+        "import json, sys, IPython\nfrom livecells.kernel_side import template\n"
         "print(json.dumps([template.shareable(['lc_book.torch']), template.shareable(['lc_plain']),"
         " 'lc_heavy' in sys.modules, template.shareable(['lc_shows'])]))\n"
     )

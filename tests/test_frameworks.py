@@ -11,7 +11,7 @@ import pytest
 
 from livecells.config import read_config
 from livecells.execute.devices import GPU, Lease, cpu_name
-from livecells.execute.kernel import KernelSession
+from livecells.execute.kernels.session import KernelSession
 from livecells.execute.scheduler import SessionJob, session_record
 from livecells.model.frameworks import (
     DEFAULT_FRAMEWORKS,

@@ -96,7 +96,7 @@ def test_an_edited_cell_starts_its_frameworks_template_before_the_pages_are_read
 ):
     """The import overlaps with the reading: the template is asked for at env-before-read-docs,
     for the edited framework only (before, an edit started it only once the sessions were known)."""
-    from livecells.execute.forkserver import ForkServer
+    from livecells.execute.forkserver.server import ForkServer
 
     src = tmp_path / "src"
     shutil.copytree(rootdir / "test-fast", src)

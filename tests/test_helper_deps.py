@@ -13,6 +13,7 @@ import functools
 import os
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -380,3 +381,245 @@ def test_a_modules_getattr_answers_for_the_names_it_does_not_define():
     after = Helpers([read_module("lazy", "lazy.py", "2", source.replace("len(name)", "name"))]).digest(cells)
     unrelated = Helpers([read_module("lazy", "lazy.py", "3", source.replace("return 1", "return 2"))]).digest(cells)
     assert before != after and before == unrelated
+
+
+# --- lookups by name, and other import names: the whole of every helper module ----------------
+
+#: A helper module's ways of finding one of its definitions by name (the imports, the lookup).
+LOOKUP_STYLES = {
+    "getattr of sys.modules": ("import sys\n", "getattr(sys.modules[__name__], name)()"),
+    "sys.modules dict": ("import sys\n", "sys.modules[__name__].__dict__[name]()"),
+    "from sys import modules": ("from sys import modules as loaded\n", "getattr(loaded[__name__], name)()"),
+    "sys passed on": ("import sys\n", "getattr(getattr(sys, 'mod' + 'ules')[__name__], name)()"),
+    "globals": ("", "globals()[name]()"),
+    "vars of the alias": ("import sys\nTHIS = sys.modules[__name__]\n", "vars(THIS)[name]()"),
+    "importlib": ("import importlib\n", "getattr(importlib.import_module(__name__), name)()"),
+    "__import__": ("", "getattr(__import__(__name__), name)()"),
+    "eval": ("", "eval(name + '()')"),
+    "exec": ("", "exec(name + '()') or 0"),
+    "frame globals": ("import sys\n", "sys._getframe(0).f_globals[name]()"),
+    "function globals": ("", "look.__globals__[name]()"),
+    "inspect.getmodule": ("import inspect\n", "getattr(inspect.getmodule(look), name)()"),
+    "a self import": ("", "getattr(__import__('lib'), name)()"),
+}
+
+
+def _lookup(head: str, lookup: str, target: str = "1") -> Helpers:
+    source = f"{head}\n\ndef target():\n    return {target}\n\n\ndef look(name):\n    return {lookup}\n"
+    return Helpers([read_module("lib", "lib.py", target, source), read_module("other", "other.py", "o", "def f():\n    return 1\n")])
+
+
+@pytest.mark.parametrize("style", LOOKUP_STYLES)
+def test_a_definition_that_looks_up_by_name_depends_on_every_helper_module_whole(style):
+    """The key of a session that calls ``lib.look('target')`` covers ``target``, and the other
+    helper modules (``sys.modules[name]`` may be any of them)."""
+    cells = ["import lib, other\nlib.look('target')"]
+    before = _lookup(*LOOKUP_STYLES[style]).digest(cells)
+    assert _lookup(*LOOKUP_STYLES[style], target="2").digest(cells) != before
+    edited = _lookup(*LOOKUP_STYLES[style])
+    edited.modules["other"] = read_module("other", "other.py", "p", "def f():\n    return 2\n")
+    assert edited.digest(cells) != before
+
+
+def test_a_module_that_imports_itself_is_read_through_that_name():
+    """``import lib as me`` inside lib.py: ``me.target`` is lib's ``target``."""
+    cells = ["import lib, other\nlib.look('target')"]
+    way = ("import lib as me\n", "{'target': me.target}[name]()")
+    assert _lookup(*way).digest(cells) != _lookup(*way, target="2").digest(cells)
+    edited = _lookup(*way)
+    edited.modules["other"] = read_module("other", "other.py", "p", "def f():\n    return 2\n")
+    assert edited.digest(cells) == _lookup(*way).digest(cells)
+
+
+def test_a_plain_definition_keeps_its_precision_beside_one_that_looks_up():
+    cells = ["import lib\nlib.target()"]
+    assert _lookup(*LOOKUP_STYLES["globals"]).digest(cells) == _lookup(
+        LOOKUP_STYLES["globals"][0], LOOKUP_STYLES["globals"][1].replace("[name]", "['target']")
+    ).digest(cells)
+
+
+REGISTRIES = {
+    "__init_subclass__": (
+        "KINDS = {}\n\nclass Base:\n    def __init_subclass__(cls):\n        KINDS[cls.__name__] = cls\n\n"
+        "class Kind(Base):\n    def value(self):\n        return 1\n\ndef make(name):\n    return KINDS[name]()\n"
+    ),
+    "metaclass": (
+        "KINDS = {}\n\nclass Meta(type):\n    def __init__(cls, *args):\n        KINDS[cls.__name__] = cls\n\n"
+        "class Base(metaclass=Meta):\n    pass\n\nclass Kind(Base):\n    def value(self):\n        return 1\n\n"
+        "def make(name):\n    return KINDS[name]()\n"
+    ),
+    "__subclasses__": (
+        "class Base:\n    pass\n\nclass Kind(Base):\n    def value(self):\n        return 1\n\n"
+        "def make(name):\n    return next(c for c in Base.__subclasses__() if c.__name__ == name)()\n"
+    ),
+    "decorator": (
+        "KINDS = {}\n\ndef register(cls):\n    KINDS[cls.__name__] = cls\n    return cls\n\n"
+        "@register\nclass Kind:\n    def value(self):\n        return 1\n\ndef make(name):\n    return KINDS[name]()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("style", REGISTRIES)
+def test_a_registry_reaches_the_classes_it_files(style):
+    cells = ["import lib\nlib.make('Kind').value()"]
+    source = REGISTRIES[style]
+    before = Helpers([read_module("lib", "lib.py", "1", source)]).digest(cells)
+    after = Helpers([read_module("lib", "lib.py", "2", source.replace("return 1", "return 2"))]).digest(cells)
+    assert before != after
+
+
+CELL_LOOKUPS = {
+    "eval": ["import booktools.tools as t", "eval('t.area(1, 2)')"],
+    "exec": ["import booktools.tools as t", "exec('t.area(1, 2)')"],
+    "globals": ["import booktools.tools as t", "globals()['t'].area(1, 2)"],
+    "function globals": ["from booktools.tools import plain", "plain.__globals__['area'](1, 2)"],
+    "importlib": ["import importlib", "importlib.import_module('sloot'[::-1]).area(1, 2)"],
+    "sys.modules": ["import sys\nimport booktools.tools as t", "sys.modules[t.plain.__module__].area(1, 2)"],
+    "subclasses": ["import booktools.tools as t", "t.Base.__subclasses__()"],
+    "%run": ["%run script.py"],
+    "%%time": ["%%time\nimport importlib\nimportlib.import_module('sloot'[::-1]).area(1, 2)"],
+    "user_ns": ["import booktools.tools as t", "get_ipython().user_ns['t'].area(1, 2)"],
+}
+TOOLS_PACKAGE = "class Base:\n    pass\n\ndef plain():\n    return 0\n\ndef area(w, h):\n    return w * h\n"
+
+
+@pytest.mark.parametrize("style", CELL_LOOKUPS)
+def test_a_cell_that_looks_up_by_name_depends_on_every_helper_module_whole(style):
+    cells = CELL_LOOKUPS[style]
+
+    def digest(source):
+        return Helpers([
+            read_module("booktools", "booktools/__init__.py", "i", ""),
+            read_module("booktools.tools", "booktools/tools.py", source, source),
+        ]).digest(cells)
+
+    assert digest(TOOLS_PACKAGE) != digest(TOOLS_PACKAGE.replace("w * h", "h * w"))
+
+
+def test_a_cells_plain_use_of_importlib_or_eval_is_not_needed_to_keep_precision():
+    """The same session without the lookup: an edit of what it does not reach changes nothing."""
+    cells = ["import booktools.tools as t", "t.plain()"]
+    helpers = [read_module("booktools", "booktools/__init__.py", "i", "")]
+    before = Helpers([*helpers, read_module("booktools.tools", "booktools/tools.py", "a", TOOLS_PACKAGE)]).digest(cells)
+    edited = TOOLS_PACKAGE.replace("w * h", "h * w")
+    assert before == Helpers([*helpers, read_module("booktools.tools", "booktools/tools.py", "b", edited)]).digest(cells)
+
+
+def _tree(root: Path, files: dict[str, str]) -> list[str]:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return [str(root / p) for p in files if p.endswith(".py")]
+
+
+def test_a_helper_imported_by_the_name_its_page_folder_gives_it_counts_whole(tmp_path):
+    """The issue's case (b): ``pkg/helper.py`` beside ``pkg/__init__.py`` is ``pkg.helper`` to
+    livecells; a page in ``pkg/`` (the kernel's folder) imports it as ``helper``, and its
+    ``import sibling`` finds ``pkg/sibling.py``."""
+    files = _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/helper.py": "import sibling\n\ndef greet():\n    return 'hi'\n\ndef loud():\n    return sibling.up(greet())\n",
+        "pkg/sibling.py": "def up(text):\n    return text.upper()\n",
+    })
+    cells = ["import helper\nhelper.loud()"]
+    folders = [str(tmp_path / "pkg")]
+    before = read_helpers(str(tmp_path), files).digest(cells, folders=folders)
+    assert before  # the helper is in its key
+    for path in ("pkg/helper.py", "pkg/sibling.py"):
+        text = (tmp_path / path).read_text()
+        (tmp_path / path).write_text(text.replace("text.upper()", "text.lower()").replace("'hi'", "'ho'"))
+        assert read_helpers(str(tmp_path), files).digest(cells, folders=folders) != before, path
+        (tmp_path / path).write_text(text)
+    # From another folder the name finds nothing of the book: the session does not depend on it.
+    assert read_helpers(str(tmp_path), files).digest(cells, folders=[str(tmp_path)]) == ""
+
+
+def test_a_source_folder_with_an_init_is_no_package_of_the_name(tmp_path):
+    """``helper.py`` in a source folder that has an ``__init__.py`` is ``helper``, as its pages
+    import it, and keeps its precision."""
+    files = _tree(tmp_path, {"__init__.py": "", "helper.py": "def a():\n    return 1\n\ndef b():\n    return 1\n"})
+    helpers = read_helpers(str(tmp_path), files)
+    assert "helper" in helpers.modules
+    cells = ["import helper\nhelper.a()"]
+    before = helpers.digest(cells, folders=[str(tmp_path)])
+    (tmp_path / "helper.py").write_text("def a():\n    return 2\n\ndef b():\n    return 1\n")
+    assert read_helpers(str(tmp_path), files).digest(cells, folders=[str(tmp_path)]) != before
+    (tmp_path / "helper.py").write_text("def a():\n    return 1\n\ndef b():\n    return 2\n")
+    assert read_helpers(str(tmp_path), files).digest(cells, folders=[str(tmp_path)]) == before
+
+
+def test_a_helper_found_by_another_name_on_pythonpath_counts_whole(tmp_path, monkeypatch):
+    files = _tree(tmp_path, {"lib/__init__.py": "", "lib/inner/__init__.py": "", "lib/inner/tools.py": "def a():\n    return 1\n\ndef b():\n    return 1\n"})
+    cells = ["from inner import tools\ntools.a()"]
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "lib"))
+    before = read_helpers(str(tmp_path), files).digest(cells)
+    (tmp_path / "lib/inner/tools.py").write_text("def a():\n    return 1\n\ndef b():\n    return 2\n")
+    assert read_helpers(str(tmp_path), files).digest(cells) != before
+
+
+def test_a_package_init_that_is_no_helper_and_imports_its_modules_counts_them_whole(tmp_path):
+    files = _tree(tmp_path, {"pkg/__init__.py": "from .tools import a\n", "pkg/tools.py": "def a():\n    return 1\n"})
+    cells = ["import pkg\npkg.a()"]
+    helpers = files[1:]  # tools.py only: __init__.py is not in livecells_depends
+    before = read_helpers(str(tmp_path), helpers).digest(cells)
+    (tmp_path / "pkg/tools.py").write_text("def a():\n    return 2\n")
+    assert read_helpers(str(tmp_path), helpers).digest(cells) != before
+
+
+def test_every_definition_of_the_real_d2l_keeps_its_precision(torch_source):
+    """None of d2l/torch.py's definitions looks up by name: all stay per definition."""
+    module = read_module("d2l.torch", "d2l/torch.py", "d", torch_source)
+    assert module.readable and not module.dynamic
+    assert len(module.definitions) >= 160 and not module.whole_definitions
+
+
+def _corpus_sessions() -> list[tuple[str, str, list[str]]]:
+    """Each (chapter, framework, cells) of the corpus chapters, converted as ``convert`` does:
+    a ``live-cell:: all`` belongs to every framework's session."""
+    import re
+
+    from livecells.convert.rst import convert_text
+
+    found = []
+    for rst in sorted(CORPUS.glob("chapter_*/*.rst")):
+        text = convert_text(rst.read_text(encoding="utf-8"), source=str(rst)).text
+        cells = [
+            (m[1], textwrap.dedent(re.sub(r"^   :[\w-]+:.*\n", "", m[2], flags=re.M)))
+            for m in re.finditer(r"^\.\. live-cell:: (\w+)\n\n((?:   .*\n|\n)+)", text, flags=re.M)
+        ]
+        for framework in sorted({f for f, _ in cells} - {"all"}):
+            found.append((rst.stem, framework, [c for f, c in cells if f in (framework, "all")]))
+    return found
+
+
+def test_no_session_of_the_real_d2l_chapters_depends_on_a_whole_d2l_module(torch_source):
+    """Every session of the corpus chapters keys per definition: an edit of a function none of
+    them reaches (``bleu``) changes no key."""
+    sessions = _corpus_sessions()
+    assert len(sessions) >= 16
+    sources = {n: (CORPUS / "d2l" / f"{n}.py").read_text(encoding="utf-8") for n in ("torch", "mxnet")}
+
+    def helpers(edit: str | None) -> Helpers:
+        modules = [read_module("d2l", "d2l/__init__.py", "i", (CORPUS / "d2l" / "__init__.py").read_text())]
+        for name, source in sources.items():
+            text = source if name != edit else source.replace("    len_pred, len_label = ", "    len_label, len_pred = ")
+            assert text != source or name != edit
+            modules.append(read_module(f"d2l.{name}", f"d2l/{name}.py", str(hash(text)), text))
+        return Helpers(modules)
+
+    preload = {"pytorch": ("torch", "d2l.torch"), "mxnet": ("mxnet", "d2l.mxnet")}
+    books = {edit: helpers(edit) for edit in (None, "torch", "mxnet")}
+    for chapter, framework, cells in sessions:
+        module = "torch" if framework == "pytorch" else "mxnet"
+        before = books[None].digest(cells, preload[framework])
+        assert before and books[module].digest(cells, preload[framework]) == before, (chapter, framework)
+
+
+def test_a_module_of_the_books_own_that_imports_a_helper_by_another_name_counts_it_whole(tmp_path):
+    """``mylib.py`` in the page's folder ``pkg/`` imports ``helper`` (livecells' ``pkg.helper``)."""
+    files = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/helper.py": "def a():\n    return 1\n"})
+    (tmp_path / "pkg" / "mylib.py").write_text("import helper\n\ndef twice():\n    return 2 * helper.a()\n")
+    cells, folders = ["import mylib\nmylib.twice()"], [str(tmp_path / "pkg")]
+    before = read_helpers(str(tmp_path), files).digest(cells, folders=folders)
+    (tmp_path / "pkg" / "helper.py").write_text("def a():\n    return 2\n")
+    assert read_helpers(str(tmp_path), files).digest(cells, folders=folders) != before

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from livecells.execute.forked import TIMESTAMP_SLACK_NS
-from livecells.execute.lifetime import Lifetime
-from livecells.execute.reaper import process_start
-from livecells.execute.warm import stop_all
+from livecells.execute.forkserver.forked import TIMESTAMP_SLACK_NS
+from livecells.execute.forkserver.warm import stop_all
+from livecells.kernel_side.lifetime import Lifetime
+from livecells.kernel_side.reaper import process_start
 
 from helpers import build_site
 
@@ -375,3 +375,51 @@ def test_a_kernel_ends_with_its_build_while_the_warm_template_lives_on(tmp_path,
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
     assert wait_gone(template, template_start, 5)  # its owner, the driver, is gone
+
+
+@pytest.mark.parametrize("bad", [
+    {"preload": 5},
+    {"started_ns": "soon"},
+    {"files": ["a"]},
+    {"files": {"/etc/hostname": 5}},
+    {"installed": {"files": "a"}},
+])
+def test_a_warm_record_of_the_wrong_shape_is_stale_not_a_crash(bad):
+    """A record edited by hand, or by another livecells, that names a live process: that
+    template serves no build (it is replaced), and the build goes on."""
+    from livecells.execute.forkserver import warm
+
+    key, env = (sys.executable, ("numpy",), ()), {"A": "1"}
+    good = {"python": sys.executable, "preload": ["numpy"], "env": warm.env_digest(env),
+            "program": warm.program_state(), "started_ns": time.time_ns(), "files": {}, "installed": {}}
+    assert warm.stale(good, key, env) == ""
+    assert "record" in warm.stale({**good, **bad}, key, env)
+
+
+@pytest.mark.parametrize("bad", [{"left": [1]}, {"path": 5}, {"path": None}, {"path": "KEEP/x.sock"}])
+def test_a_damaged_warm_record_of_a_live_process_is_put_aside(tmp_path, bad):
+    """Its template cannot be adopted, nor stopped (stopping removes its socket's folder, which
+    the record names): the slot's record goes, the build starts its own, nothing else changes."""
+    keep = tmp_path / "keep"
+    (keep / "file").mkdir(parents=True)
+    bad = {k: str(keep / "x.sock") if v == "KEEP/x.sock" else v for k, v in bad.items()}
+    from livecells.execute.forkserver import warm
+
+    key, env = (sys.executable, ("numpy",), ()), {"A": "1"}
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        slot = warm.Slot(warm.KeepWarm(str(tmp_path), 60.0, os.getpid(), None), key, env)
+        assert slot.take()
+        info = {"pid": sleeper.pid, "start": process_start(sleeper.pid), "python": sys.executable,
+                "preload": ["numpy"], "env": warm.env_digest(env), "program": warm.program_state(),
+                "started_ns": time.time_ns() - 10**12, "files": {}, "installed": {},
+                "path": str(tmp_path / "livecells-warm-x" / "no.sock"),
+                "log_path": str(tmp_path / "log"), **bad}
+        Path(slot.record).write_text(json.dumps(info))
+        template, why = warm.adopt(slot, key, env)
+        assert template is None and "damaged" in why and not Path(slot.record).exists()
+        assert (keep / "file").is_dir() and sleeper.poll() is None
+        slot.release()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sphinx.testing.util import SphinxTestApp
 
-from livecells.execute.kernel import KernelSession
+from livecells.execute.kernels.session import KernelSession
 
 from conftest import kernel_processes
 from helpers import FakeKernels, build_site, cell_with, one_page_book, outputs, soup
@@ -224,3 +224,25 @@ def test_raise_on_error_fails_the_build_after_storing(tmp_path, rootdir):
     assert app.statuscode == 1 and "1 cell error" in warnings.getvalue()
     stored = json.loads((src / "_livecells" / "index.json").read_text())
     assert set(stored["sessions"]) == {"alpha", "beta"}
+
+
+@pytest.mark.kernel
+def test_a_private_part_not_as_livecells_knows_it_is_a_located_kernel_warning(tmp_path, monkeypatch):
+    """Here a startup file takes the display publisher's ``register_hook`` (as a release of
+    ipykernel that dropped it would): the cells still run and show their output, the build
+    warns at the page's first cell, and the session's provenance keeps what the kernel did."""
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-drop.py").write_text("get_ipython().display_pub.register_hook = None\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    src = one_page_book(
+        tmp_path, 'extensions = ["livecells"]\nlivecells_frameworks = {"alpha": {"label": "Alpha", "kernel": "python3"}}\n',
+        "T\n=\n\nText.\n\n.. live-cell:: alpha\n\n   print('STILL RUNS')\n"
+    )
+    app, warnings = build_site(src)
+    assert "STILL RUNS" in outputs(cell_with(soup(Path(app.outdir) / "index.html"), "STILL RUNS"))
+    (line,) = [w for w in warnings.splitlines() if "[livecells.kernel]" in w]
+    assert "index.rst:6:" in line and "display publisher has no register_hook" in line, warnings
+    (session,) = json.loads((src / "_livecells" / "index.json").read_text())["sessions"].values()
+    (kept,) = session["provenance"]["fallbacks"]
+    assert "register_hook" in kept

@@ -528,7 +528,8 @@ def test_slide_marks_and_references():
     result = _md(source)
     assert result.text == (
         "(sec_t)=\n# Title\n\n"
-        "We show this and this but  nor ; [**a link**](https://x.org).\n"
+        "We {slide}`[**`show this{slide}`**]` and {slide}`(**`this{slide}`**)` but {slide}`[~~`not this{slide}`~~]` "
+        "nor {slide}`(~~`this{slide}`~~)`; [**a link**](https://x.org).\n"
         "See {numref}`fig_x`, {eq}`eq_y`, {ref}`sec_t`, {cite}`A2020,B2021`, {cite:t}`C2019`, {cite:p}`D`.\n\n"
         "```{figure} ../img/x.svg\n:name: fig_x\n:width: 400px\n\nA caption.\n```\n\n"
         "```{math}\n:label: eq_y\n\ny = x^2.\n```\n\n"

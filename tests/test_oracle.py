@@ -467,7 +467,7 @@ def test_the_client_never_drops_iopub_messages(tmp_path):
 
     import zmq
 
-    from livecells.execute.kernel import KernelSession
+    from livecells.execute.kernels.session import KernelSession
     from livecells.model.frameworks import FrameworkSpec
 
     async def run() -> tuple[int, str]:

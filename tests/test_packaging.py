@@ -11,7 +11,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from livecells.execute.kernel import _msg_id
+from livecells.execute.kernels.session import _msg_id
 
 from helpers import livecells_cli
 

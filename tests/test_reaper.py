@@ -1,6 +1,6 @@
 """Containment when the stopping itself goes wrong: a walk of /proc that fails, a second SIGTERM.
 
-A kernel is killed as a tree (:func:`~livecells.execute.reaper.kill_tree`: stop the root, kill
+A kernel is killed as a tree (:func:`~livecells.kernel_side.reaper.kill_tree`: stop the root, kill
 its descendants, kill the root) by its session, by its template and by the build's guard. Each
 of these must finish what it started: a root left stopped holds itself, and what is left of its
 tree, alive with no one left to kill them. Faults are injected where they could come from.
@@ -20,9 +20,9 @@ import psutil
 import pytest
 from test_config_and_processes import alive, survivors
 
-from livecells.execute import reaper
-from livecells.execute.forkserver import ForkServer
-from livecells.execute.kernel import KernelSession
+from livecells.execute.forkserver.server import ForkServer
+from livecells.execute.kernels.session import KernelSession
+from livecells.kernel_side import reaper
 from livecells.model.frameworks import FrameworkSpec
 
 pytestmark = pytest.mark.usefixtures("no_kernel_left")

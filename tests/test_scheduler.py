@@ -206,3 +206,30 @@ def test_the_build_hears_of_each_cell_a_session_sends() -> None:
     finally:
         cell_listener.reset(token)
     assert heard == [("a", 1, 3, 0), ("a", 2, 3, 1), ("a", 3, 3, 2), ("b", 1, 1, 3)]
+
+
+# -- the lost-worker policy every executor shares (execute/attempts.py) ---------------------------
+
+
+def test_a_session_is_started_twice_at_most_and_its_lost_starts_are_said():
+    from livecells.execute.attempts import MAX_ATTEMPTS, RETRIES, Attempts, Start, crash_record, note_lost
+    from livecells.model.vocabulary import CellStatus
+
+    assert (MAX_ATTEMPTS, RETRIES) == (2, 1)
+    attempts = Attempts()
+    assert not attempts.started("t", "w1", "h1")  # the first start
+    assert attempts.lost("t") == []
+    assert not attempts.started("t", "w2", "h2")  # w1 died: once more elsewhere
+    assert attempts.lost("t") == [Start("w1", "h1")]
+    assert attempts.started("t", "w3", "h3")  # w2 died too: this start is one too many
+    assert attempts.allowed("t") == [Start("w1", "h1"), Start("w2", "h2")]
+    record = crash_record(job("page"), attempts.allowed("t"), 1.5, "Ray")
+    first = record.cells[0]
+    assert first.status == CellStatus.DIED and "the Ray worker running this session died, 2 time(s)" in first.error["evalue"]
+    assert "w1 (h1) and w2 (h2)" in first.error["evalue"] and record.provenance.host == "h2"
+    assert record.provenance.extra == {"worker": "w2", "attempts": 2, "lost_workers": ["w1", "w2"]}
+    assert all(c.status == CellStatus.NOT_RUN for c in record.cells[1:])
+    finished = crash_record(job("other"), [], 0.0, "Ray")  # a finished record stands in here
+    finished.provenance.extra.clear()
+    assert note_lost(finished, []).provenance.extra == {}
+    assert note_lost(finished, [Start("w1", "h1")]).provenance.extra == {"attempts": 2, "lost_workers": ["w1"]}

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from sphinx.testing.util import SphinxTestApp
 
+from livecells.errors import StoreError
 from livecells.model.text import strip_ansi
-from livecells.store.files import FORMAT, OutputStore, StoreProblem
+from livecells.store.files import FORMAT, OutputStore
 
 from helpers import (
     FakeKernels,
@@ -362,10 +363,10 @@ def test_a_build_killed_during_a_store_write_leaves_the_old_file(tmp_path):
 def test_store_problems_are_plain_exceptions(tmp_path):
     store = OutputStore(tmp_path)
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(StoreProblem, match="damaged"):
+    with pytest.raises(StoreError, match="damaged"):
         store.load("bad")
     (tmp_path / "list.json").write_text("[]")
-    with pytest.raises(StoreProblem, match="not a livecells store file"):
+    with pytest.raises(StoreError, match="not a livecells store file"):
         store.load("list")
     assert store.load("missing")["sessions"] == {}
 

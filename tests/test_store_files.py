@@ -31,10 +31,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from livecells.errors import StoreEntryError
 from livecells.model.text import css_name, strip_ansi, strip_controls
 from livecells.render.ansi import ansi_to_html
 from livecells.store.files import OutputStore
-from livecells.store.schema import Invalid, check_output, check_session, repair_session
+from livecells.store.schema import check_output, check_session, repair_session
 
 from helpers import FakeKernels, build_site, cell_with, livecells_cli, outputs, soup
 
@@ -267,6 +268,8 @@ def _bad_sessions() -> dict[str, dict]:
         "device is a dict": {**alpha(), "provenance": {"device": {"name": "x"}}},
         "kernelspec is a list": {**alpha(), "provenance": {"kernelspec": ["python3"]}},
         "kernelspec name is a number": {**alpha(), "provenance": {"kernelspec": {"name": 3}}},
+        "fallbacks is a string": {**alpha(), "provenance": {"fallbacks": "none"}},
+        "a fallback is a number": {**alpha(), "provenance": {"fallbacks": ["ok", 3]}},
         "status is a number": {**alpha(), "status": 0},
         "key is a list": {**alpha(), "key": ["k"]},
         "message is a list": {**alpha(), "message": ["x"]},
@@ -281,7 +284,7 @@ RENDERED_BAD = ["session is a list", "time is NaN", "bad base64 image", "lone su
 
 @pytest.mark.parametrize("why", list(BAD_SESSIONS))
 def test_the_schema_refuses_each_wrong_shape(why):
-    with pytest.raises(Invalid):
+    with pytest.raises(StoreEntryError):
         check_session(BAD_SESSIONS[why])
 
 
@@ -444,14 +447,24 @@ def test_the_report_directive_and_cli_survive_bad_sessions(site):
     app, warnings = cache_build(site, show_host=True)  # the stored host, its controls removed
     assert "Traceback" not in warnings
     assert "box" in page(app, "other").select_one("table.livecells-report").get_text()
+    bare = site.parent / "no-conf"  # no conf.py: the stored records alone are counted
+    bare.mkdir()
     for extra in ([], ["--json"]):
+        # With conf.py, the pages are read as a build reads them: index's alpha shows no result.
         done = livecells_cli("report", "-s", str(site), *extra)
-        # What it cannot read has no result a build could show: not run, so not a pass.
         assert done.returncode == 1, done.stderr
         assert "broken.json" in done.stderr and "'alpha'" in done.stderr
-        assert "2 store file(s) or session(s) unusable" in done.stderr
+        assert "index [alpha]: 3 not-run" in done.stderr, done.stderr
         assert "beta" in done.stdout and "Traceback" not in done.stderr
         assert livecells_cli("report", "-s", str(site), "--fail-on", "errors", *extra).returncode == 0
+        # Without: what it cannot read has no result a build could show: not run, so not a pass.
+        done = livecells_cli("report", "-s", str(bare), "--store", str(site / "_livecells"), *extra)
+        assert done.returncode == 1, done.stderr
+        assert "2 store file(s) or session(s) unusable" in done.stderr
+        assert "beta" in done.stdout and "Traceback" not in done.stderr
+        assert livecells_cli(
+            "report", "-s", str(bare), "--store", str(site / "_livecells"), "--fail-on", "errors", *extra
+        ).returncode == 0
     # clear -f on a damaged file: a warning, not a traceback; clear without -f removes it.
     done = livecells_cli("clear", "-s", str(site), "-f", "alpha", "broken")
     assert done.returncode == 0 and "broken.json" in done.stderr and "Traceback" not in done.stderr
@@ -470,6 +483,10 @@ def test_the_cli_report_counts_a_session_that_did_not_start_as_failed(site):
     statuses = {(r["page"], r["framework"]): r["status"] for r in json.loads(done.stdout)}
     assert statuses[("index", "alpha")] == "failed" and statuses[("index", "beta")] == "ok"
     assert livecells_cli("report", "-s", str(site), "--fail-on", "errors").returncode == 1
+    # The build that shows it counts it so too, as its warning says.
+    app, warnings = cache_build(site, raise_on_error=True)
+    assert "the kernel did not start" in warnings and app.statuscode == 1, warnings
+    assert app.env.livecells_outcome.session("index", "alpha").status == "failed"
 
 
 def test_the_cli_report_prints_no_control_characters(site):
@@ -684,7 +701,8 @@ def test_repair_makes_what_a_cell_can_tamper_with_storable():
     code0 = INDEX[0][2]
     for bad in [{"time": float("nan")}, {"time": "1"}, {"time": -1.0}, {"execution_count": "x"}]:
         record = session([cell(0, code0, **bad)],
-                         provenance={"host": 5, "kernelspec": ["x"], "odd": {"k": float("inf")}, "device": "CPU"})
+                         provenance={"host": 5, "kernelspec": ["x"], "odd": {"k": float("inf")}, "device": "CPU",
+                                     "fallbacks": [1]})
         assert repair_session(record, 100_000)
         check_session(record)
         assert record["provenance"] == {"device": "CPU"}

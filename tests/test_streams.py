@@ -1,4 +1,4 @@
-"""Stream text processing (livecells.model.streams) and the output collector (livecells.execute.iopub).
+"""Stream text processing (livecells.model.streams) and the output collector (livecells.execute.kernels.iopub).
 
 The expected values follow JupyterLab's output area (``OutputAreaModel`` in
 ``@jupyterlab/outputarea`` 4.x); the first cases are the ones its own test suite checks.
@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from livecells.execute.iopub import MAX_OUTPUTS, OutputCollector, SessionDisplays
+from livecells.execute.kernels.iopub import MAX_OUTPUTS, OutputCollector, SessionDisplays
 from livecells.model.streams import StreamText, process_stream, shown_outputs
 
 

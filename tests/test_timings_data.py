@@ -8,13 +8,15 @@ import json
 
 import pytest
 
+from livecells.errors import StoreEntryError
+from livecells.model.device_report import device_chart, device_rows, device_table
 from livecells.model.records import CellRecord, Provenance, SessionRecord
 from livecells.model.timings import Drift, iqr, median
 from livecells.model.vocabulary import CellStatus, SessionStatus
 from livecells.render.timing import devices_line, repeated_text, timing_line
 from livecells.store import OutputStore
 from livecells.store.codec import session_from_json, session_to_json
-from livecells.store.schema import Invalid, check_session, repair_session
+from livecells.store.schema import check_session, repair_session
 
 from helpers import build_site, livecells_cli, one_page_book
 
@@ -76,7 +78,7 @@ def test_the_schema_refuses_bad_timings(where, value):
     for key in where[:-1]:
         target = target[key]
     target[where[-1]] = value
-    with pytest.raises(Invalid):
+    with pytest.raises(StoreEntryError):
         check_session(data)
 
 
@@ -107,6 +109,30 @@ def test_the_devices_line_shows_the_same_code_on_every_device():
         "NVIDIA H200 0.0025 s (torch 2.13.0, 2026-01-01) · Intel Xeon (CPU) 1.16 s (torch 2.13.0, 2026-01-02)"
     )
     assert devices_line(both.all_devices(), 0, "other code", "torch") is None
+
+
+def test_the_device_columns_lead_with_the_shown_results_device_whatever_the_names():
+    """Name order and the defined order differ here, for an Intel and an AMD machine's run alike
+    (the report once sorted by name: the column a test expected first depended on the host)."""
+    amd = "AMD EPYC 7763 64-Core Processor"
+    intel = "Intel(R) Xeon(R) Platinum 8480+"
+    kept = record(amd, "2026-01-03", [2.0]).with_devices(record("NVIDIA H200", "2026-01-01", [0.1], kind="gpu"))
+    on_intel = {("a", "pytorch"): record(intel, "2026-01-02", [1.0]).with_devices(kept)}
+    devices, _ = device_rows(on_intel)
+    assert devices == [f"{intel} (CPU)", f"{amd} (CPU)", "NVIDIA H200"]
+    header = device_table(on_intel)[1]
+    assert header.startswith("session ") and header.index(intel) < header.index(amd) < header.index("NVIDIA"), header
+    # Two sessions show Intel's result and one AMD's: Intel, AMD, then the rest by name.
+    on_both = {
+        ("b", "pytorch"): record(amd, "2026-01-04", [1.0]).with_devices(record("Apple M2", "2026-01-01", [0.5])),
+        ("c", "pytorch"): record(intel, "2026-01-04", [1.0]).with_devices(record(amd, "2026-01-01", [0.5])),
+        ("d", "pytorch"): record(intel, "2026-01-04", [1.0]),
+    }
+    devices, rows = device_rows(on_both)
+    assert devices == [f"{intel} (CPU)", f"{amd} (CPU)", "Apple M2 (CPU)"], devices
+    assert [name for name, _ in rows] == ["b [pytorch]", "c [pytorch]", "d [pytorch]"]
+    chart = device_chart(on_both)
+    assert chart.index(f">{intel} (CPU)<") < chart.index(f">{amd} (CPU)<") < chart.index(">Apple M2 (CPU)<")
 
 
 def test_drift_is_a_factor_either_way_past_a_floor_of_noise():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from livecells.config import read_config
-from livecells.execute.iopub import MAX_OUTPUTS, OutputCollector
+from livecells.execute.kernels.iopub import MAX_OUTPUTS, OutputCollector
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, TORCH_SYNC
 from livecells.model.records import CellRecord
 from livecells.model.streams import process_stream

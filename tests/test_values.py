@@ -28,7 +28,7 @@ from livecells.model.values import (
 )
 from livecells.render.timing import format_seconds
 
-from helpers import FakeKernels, build_site, cell_with, one_page_book, outputs, soup
+from helpers import FAKE_HOST, FakeKernels, build_site, cell_with, one_page_book, outputs, soup
 
 # -- the rules, pure -----------------------------------------------------------------------------
 
@@ -283,9 +283,7 @@ def test_a_build_from_the_store_quotes_stored_values_and_says_so(site):
 def test_a_stored_quote_names_no_host_unless_show_host_says(site):
     """A stored value's title says where it was made as the cell's own line does: without the
     build machine's name, which livecells_show_host (off) keeps out of the published page."""
-    import socket
-
-    host = f" on {socket.gethostname()}"
+    host = f" on {FAKE_HOST}"
     titles = [span["title"] for span in site["cached"].select(VALUE) if span.has_attr("title")]
     assert titles and any("stored result from" in t for t in titles)
     assert not [t for t in titles if host in t], titles

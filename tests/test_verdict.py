@@ -113,7 +113,7 @@ def test_summary_junit_report_and_cli_agree_on_a_stored_error(builds):
         assert build["junit"].get("failures") == "1" and build["junit"].get("skipped") == "0"
         assert "RuntimeError: boom in the store" in build["report"] and "no problems" not in build["report"]
     cli = builds["cli"]
-    assert cli.returncode == 1 and "1 cell error(s)" in cli.stderr
+    assert cli.returncode == 1 and "index [alpha]: 1 error" in cli.stderr, cli.stderr
     assert livecells_cli("report", "-s", str(builds["src"]), "--fail-on", "never").returncode == 0
     rows = json.loads(livecells_cli("report", "-s", str(builds["src"]), "--json").stdout)
     assert {(r["framework"], r["errors"], r["not_run"]) for r in rows} == {("alpha", 1, 0), ("beta", 0, 0)}

@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from livecells.config import read_config
+from livecells.errors import StoreEntryError
 from livecells.model.records import CellRecord, Probe, SessionRecord, session_status
 from livecells.model.vocabulary import (
     STORED_SESSION_STATUSES,
@@ -22,7 +23,7 @@ from livecells.model.vocabulary import (
     WarningSubtype,
 )
 from livecells.store.codec import session_from_json, session_to_json
-from livecells.store.schema import Invalid, check_session
+from livecells.store.schema import check_session
 
 from helpers import build_site, cell_with, outputs, said, soup
 
@@ -71,7 +72,7 @@ def test_the_schema_accepts_every_stored_session_status(status):
 
 @pytest.mark.parametrize("status", ["bogus", "not-run", "OK", "died", ""])
 def test_the_schema_rejects_an_unknown_session_status(status):
-    with pytest.raises(Invalid, match=r"^status: unknown status"):
+    with pytest.raises(StoreEntryError, match=r"^status: unknown status"):
         check_session(stored_session(status))
 
 

@@ -130,6 +130,7 @@ if os.path.exists("d2l.bib"):
     bibtex_bibfiles = ["d2l.bib"]
 livecells_execute = "off"
 livecells_frameworks = {frameworks!r}
+livecells_slides = {{}}
 """
 
 
@@ -138,8 +139,12 @@ def build(src: Path, out: Path, tabs: list[str], parallel: int = 2):
     from sphinx.application import Sphinx
     from sphinx.util.docutils import docutils_namespace
 
+    from livecells.config import get_config
     from livecells.convert.tree import convert_tree
+    from livecells.model.slides import SlideProse
     from livecells.read.collect import plans
+    from livecells.read.slides import page_slides
+    from livecells.render.slides import page_decks
 
     book = out / "book"
     results = convert_tree(src, book, markdown=True, tabs=tabs)
@@ -180,6 +185,15 @@ def build(src: Path, out: Path, tabs: list[str], parallel: int = 2):
             labels[name] = (docname, kinds.get(type(node), "other"))
         for name, (docname, _) in math.equations.items():
             labels[name.lower()] = (docname, "equation")
+        # Each page's decks, as an HTML build writes them, and how many slide marks it kept.
+        settings = get_config(app.env).slides
+        for docname, page in page_slides(app.env).items():
+            docs[docname]["marks"] = sum(len(item.marks) for item in page if isinstance(item, SlideProse))
+            docs[docname]["slides"] = {
+                tab: [[c["cell_type"], c["metadata"].get("slideshow", {}).get("slide_type", ""), c["source"]]
+                      for c in deck["cells"]]
+                for tab, deck in page_decks(app, docname, page, settings)
+            }
         return results, plans(app.env), docs, labels, re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())
 
 
@@ -197,7 +211,11 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     expected = oracle(src, tabs, args.d2lbook_python, args.work / "d2lbook.json")
     summary, losses, kinds, warnings, results = compare(src, args.work, tabs, expected)
+    spacing = summary.pop("slide_decks_spacing")
+    summary["slide_decks_spacing"] = len(spacing)
     print(json.dumps(summary, indent=1))
+    for difference in spacing:
+        print("SPACING", difference)
     for loss in losses:
         print("LOSS", loss)
     for kind, n in kinds.most_common():
@@ -225,6 +243,24 @@ def compare(src: Path, work: Path, tabs: list[str], expected: dict, parallel: in
             equal += sum(a == b for a, b in zip(want or [], have)) if len(want or []) == len(have) else 0
             if (want or []) != have:
                 losses.append(f"{page} [{tab}]: cells differ ({len(want or [])} d2lbook, {len(have)} here)")
+    decks = decks_equal = marks = 0
+    spacing: list[str] = []  # decks that differ in white space alone
+    for page, entry in sorted(expected.items()):
+        ours = docs.get(page, {})
+        marks += entry["marks"]
+        if ours.get("marks", 0) != entry["marks"]:
+            losses.append(f"{page}: slide marks: {entry['marks']} in d2lbook's, {ours.get('marks', 0)} here")
+        for tab, want in entry["slides"].items():
+            if isinstance(want, str):
+                continue  # d2lbook stops on this page (the error is its own)
+            have = ours.get("slides", {}).get(tab)
+            decks += want is not None
+            if _deck(want) == _deck(have):
+                decks_equal += want is not None
+            elif _deck(want, loose=True) == _deck(have, loose=True):
+                spacing.append(f"{page} [{tab}]: {_first_difference(want, have)}")
+            else:
+                losses.append(f"{page} [{tab}]: slides differ ({_first_difference(want, have)})")
     totals: Counter[str] = Counter()
     for page, entry in sorted(expected.items()):
         theirs, ours = rst_facts(entry["rst"]), docs.get(page)
@@ -252,11 +288,34 @@ def compare(src: Path, work: Path, tabs: list[str], expected: dict, parallel: in
     )
     summary = {
         "pages": len(expected), "cells": cells, "cells_equal": equal, "losses": len(losses),
+        "slide_marks": marks, "slide_decks": decks, "slide_decks_equal": decks_equal,
+        "slide_decks_spacing": spacing,
         "d2lbook_counts": dict(totals),
         "convert_warnings": sum(len(r.warnings) for r in results.values()),
         "sphinx_warnings": sum(kinds.values()),
     }
     return summary, losses, kinds, warnings, results
+
+
+def _deck(cells: list | None, loose: bool = False) -> list | None:
+    """A deck's cells, each line's trailing spaces cut: markdown-it drops them from the page's
+    text (Markdown shows none), d2lbook keeps its source's. ``loose``: every run of white space
+    one space (where d2lbook's deck differs in white space alone: see bench/README.md)."""
+    if cells is None:
+        return None
+    if loose:
+        return [[kind, slide, " ".join(text.split())] for kind, slide, text in cells]
+    return [[kind, slide, "\n".join(line.rstrip() for line in text.split("\n"))] for kind, slide, text in cells]
+
+
+def _first_difference(want: list | None, have: list | None) -> str:
+    if want is None or have is None:
+        counts = ["no deck" if deck is None else f"{len(deck)} cells" for deck in (want, have)]
+        return f"{counts[0]} in d2lbook's, {counts[1]} here"
+    for number, (a, b) in enumerate(zip(_deck(want), _deck(have))):
+        if a != b:
+            return f"cell {number}: {a!r:.120} in d2lbook's, {b!r:.120} here"
+    return f"{len(want)} cells in d2lbook's, {len(have)} here"
 
 
 if __name__ == "__main__":

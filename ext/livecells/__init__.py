@@ -10,14 +10,10 @@ See ARCHITECTURE.md.
 from __future__ import annotations
 
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-try:  # one version, pyproject.toml's, as installed (also by `pip install -e`)
-    __version__ = version("livecells")
-except PackageNotFoundError:  # a source tree on sys.path, never installed
-    __version__ = "0+unknown"
+from livecells._version import __version__
 
 if TYPE_CHECKING:  # importing livecells (a Dask worker unpickling a job) does not load Sphinx
     from sphinx.application import Sphinx
@@ -31,12 +27,16 @@ def setup(app: Sphinx) -> dict[str, Any]:
     from livecells.read.directives import setup_directives
     from livecells.read.grouping import setup_grouping
     from livecells.read.nodes import setup_nodes
+    from livecells.read.slides import setup_slides_read
     from livecells.read.values import setup_values_read
     from livecells.render.cells import setup_render
+    from livecells.render.hosted import setup_hosted
     from livecells.render.latex import setup_latex
     from livecells.render.launch import setup_launch
+    from livecells.render.mime_plugins import setup_mime_plugins
     from livecells.render.notebooks import setup_notebooks
     from livecells.render.report import setup_report
+    from livecells.render.slides import setup_slides
     from livecells.render.values import setup_values_render
 
     app.setup_extension("sphinx_design")
@@ -47,14 +47,18 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_collect(app)
     setup_pipeline(app)
     setup_render(app)
+    setup_mime_plugins(app)
     setup_notebooks(app)
+    setup_hosted(app)
     setup_launch(app)
     setup_report(app)
     setup_latex(app)
     setup_values_read(app)
     setup_values_render(app)
+    setup_slides_read(app)
+    setup_slides(app)
     app.connect("builder-inited", _add_static_path)
-    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 5}
 
 
 def _check_platform() -> None:

@@ -19,12 +19,15 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from livecells import config_checks as checks
-from livecells.config_checks import ConfigError, EntriesDropped
+from livecells.errors import ConfigError, EntriesDroppedError
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.folders import store_problem
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS, FrameworkSpec
+from livecells.model.hosted import HostedService
 from livecells.model.launch import PLACEHOLDERS, LaunchTarget
+from livecells.model.library import LibrarySettings
 from livecells.model.mime import PriorityOverride
+from livecells.model.slides import SlidesSettings
 from livecells.model.vocabulary import DeviceMode, ExecuteMode, Granularity, StderrMode, Vocabulary, WarningSubtype
 from livecells.sphinx_util import from_command_line, origin
 
@@ -297,6 +300,36 @@ class LivecellsConfig:
         ),
     )
 
+    hosted: tuple[HostedService, ...] = field(
+        default=(),
+        metadata=_meta(
+            "Notebooks for hosted services, written by HTML builds into a folder per service and "
+            "framework: service (colab, sagemaker, or another) -> {folder, libs, requires, header, kernel, "
+            "gpu_pattern, images, release}; a service named in livecells_launch links to them. A bad "
+            "entry is dropped.",
+            checks.hosted,
+            "dict",
+            rebuild="html",
+        ),
+    )
+    slides: SlidesSettings | None = field(
+        default=None,
+        metadata=_meta(
+            "Slides of each page with slide marks, per framework, as d2lbook's slides makes them "
+            "(RISE notebooks in _slides/<framework>/ of an HTML build; docs/migrating-d2l.rst): "
+            "{top_left, top_right (HTML of each slide's corners), github_repo (framework -> "
+            "owner/name, for each framework's README)}; None: no slides; a bad entry is dropped.",
+            checks.slides,
+            "dict | None",
+            rebuild="",
+        ),
+    )
+    library: LibrarySettings | None = field(default=None, metadata=_meta(
+        "The book's library files of its #@save cells, as d2lbook's build lib writes them, before any "
+        "session starts: framework -> {lib_file, lib_name, simple_alias, fluent_alias, args_alias, alias, "
+        "header}, and version_file (gets release); None: no library; a bad entry is dropped.",
+        checks.library, "dict | None", rebuild=""))
+
     def framework_names(self) -> list[str]:
         return list(self.frameworks)
 
@@ -319,7 +352,7 @@ def raw_default(name: str) -> Any:
         return DEFAULT_FRAMEWORKS
     if name in {"depends", "mime_priority", "execute_exclude"}:
         return []
-    if name == "launch":
+    if name in {"launch", "hosted"}:
         return {}
     if name == "env_drop":
         return list(DEFAULT_ENV_DROP)
@@ -339,8 +372,14 @@ def _raw_used(name: str, used: LivecellsConfig) -> Any:
         return list(getattr(used, name))
     if name == "launch":
         return {target.name: target.raw() for target in used.launch}
+    if name == "hosted":
+        return {service.name: service.raw() for service in used.hosted}
     if name == "image_options":
         return dict(used.image_options)
+    if name == "slides":
+        return used.slides.raw() if used.slides is not None else None
+    if name == "library":
+        return used.library.raw() if used.library is not None else None
     return raw_default(name)
 
 
@@ -382,7 +421,7 @@ def read_config(
             continue
         try:
             kwargs[name] = f.metadata["validate"](values[name])
-        except EntriesDropped as err:
+        except EntriesDroppedError as err:
             kwargs[name] = err.kept
             for problem in err.problems:
                 report(f"{named(name)}: {problem}; that entry is ignored", name)
@@ -400,6 +439,25 @@ def read_config(
             "latex_framework",
         )
         config = dataclasses.replace(config, latex_framework="")
+    if config.hosted:
+        services, problems = checks.hosted_for(config.hosted, config.framework_names())
+        for problem in problems:
+            report(f"{named('hosted')}: {problem}", "hosted")
+        config = dataclasses.replace(config, hosted=services)
+    if config.slides is not None and any(f not in config.frameworks for f, _ in config.slides.github_repo):
+        repos = []
+        for framework, repo in config.slides.github_repo:
+            if framework in config.frameworks:
+                repos.append((framework, repo))
+            else:
+                report(f"{named('slides')}: github_repo {framework!r}: not a framework in livecells_frameworks "
+                       f"({', '.join(config.frameworks)}); that entry is ignored", "slides")
+        config = dataclasses.replace(config, slides=dataclasses.replace(config.slides, github_repo=tuple(repos)))
+    if config.library is not None:
+        kept, problems = config.library.for_frameworks(config.framework_names())
+        for problem in problems:
+            report(f"{named('library')}: {problem}", "library")
+        config = dataclasses.replace(config, library=kept)
     return config
 
 

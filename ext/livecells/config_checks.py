@@ -2,34 +2,26 @@
 
 Each takes what conf.py (or ``-D``) gave and returns the field's value, or raises
 :class:`ConfigError` with a message that names what is wrong; a value holding entries raises
-:class:`EntriesDropped` with the good ones kept, so that one bad entry costs only itself.
+:class:`EntriesDroppedError` with the good ones kept, so that one bad entry costs only itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from docutils.parsers.rst import directives
 
+from livecells.errors import ConfigError, EntriesDroppedError
 from livecells.model.frameworks import FrameworkSpec
+from livecells.model.hosted import HostedService, hosted_service
 from livecells.model.launch import LaunchTarget, launch_target
+from livecells.model.library import LibrarySettings, library_settings
 from livecells.model.mime import PriorityOverride, priority_override
+from livecells.model.slides import SETTINGS, SlidesSettings, slides_settings
 from livecells.model.vocabulary import Vocabulary
-
-
-class ConfigError(ValueError):
-    """A config value that cannot be used; the message names the value."""
-
-
-class EntriesDropped(ConfigError):
-    """Some entries of a list value cannot be used: each is reported and dropped, the rest kept."""
-
-    def __init__(self, kept: Any, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.kept = kept
-        self.problems = problems
 
 
 def frameworks(value: Any) -> dict[str, FrameworkSpec]:
@@ -47,7 +39,7 @@ def frameworks(value: Any) -> dict[str, FrameworkSpec]:
     if not specs:
         raise ConfigError("; ".join(problems))
     if problems:
-        raise EntriesDropped(specs, problems)
+        raise EntriesDroppedError(specs, problems)
     return specs
 
 
@@ -128,7 +120,7 @@ def strings(what: str) -> Callable[[Any], tuple[str, ...]]:
         if problems and not kept:
             raise ConfigError(f"must be a list of {what}")
         if problems:
-            raise EntriesDropped(kept, problems)
+            raise EntriesDroppedError(kept, problems)
         return kept
 
     return check
@@ -152,25 +144,100 @@ def mime_priority(value: Any) -> tuple[PriorityOverride, ...]:
         except ValueError as err:
             problems.append(f"entry {number} {shown(entry)}: {err}")
     if problems:
-        raise EntriesDropped(tuple(kept), problems)
+        raise EntriesDroppedError(tuple(kept), problems)
     return tuple(kept)
 
 
 def launch(value: Any) -> tuple[LaunchTarget, ...]:
     """Service -> URL template (or framework -> template), checked entry by entry (see
     :mod:`livecells.model.launch`)."""
+    return _services(value, launch_target, "URL template (or framework -> URL template)")
+
+
+def hosted(value: Any) -> tuple[HostedService, ...]:
+    """Service -> settings of its notebooks, checked entry by entry (see
+    :mod:`livecells.model.hosted`)."""
+    return _services(value, hosted_service, "settings")
+
+
+def _services(value: Any, parse: Callable[[Any, Any], Any], what: str) -> tuple[Any, ...]:
+    """A mapping of service -> entry, each entry ``parse``d: a bad one is dropped (and reported)."""
     if not isinstance(value, Mapping):
-        raise ConfigError("must be a mapping of service -> URL template (or framework -> URL template)")
-    kept: list[LaunchTarget] = []
+        raise ConfigError(f"must be a mapping of service -> {what}")
+    kept = []
     problems: list[str] = []
     for name, entry in value.items():
         try:
-            kept.append(launch_target(name, entry))
+            kept.append(parse(name, entry))
         except ValueError as err:
             problems.append(f"entry {shown(name)}: {err}")
     if problems:
-        raise EntriesDropped(tuple(kept), problems)
+        raise EntriesDroppedError(tuple(kept), problems)
     return tuple(kept)
+
+
+def hosted_for(
+    services: tuple[HostedService, ...], frameworks: list[str]
+) -> tuple[tuple[HostedService, ...], list[str]]:
+    """``services`` against the book's frameworks: a framework's libs or kernel for a framework
+    the book does not have are dropped; a service whose folder would hold two frameworks' notebooks
+    (no ``{framework}`` in a book of several) or another service's is dropped. Returns the
+    services kept and a message per problem."""
+    kept: list[HostedService] = []
+    problems: list[str] = []
+    folders: dict[str, str] = {}
+    for service in services:
+        strays = sorted({fw for fw, _ in service.libs if fw not in frameworks} | {
+            fw for fw, _ in service.kernels if fw is not None and fw not in frameworks
+        })
+        if strays:
+            problems.append(
+                f"entry {service.name!r}: libs or kernel for {', '.join(strays)}, not in livecells_frameworks "
+                f"({', '.join(frameworks)}); those are ignored"
+            )
+            service = dataclasses.replace(
+                service,
+                libs=tuple((fw, p) for fw, p in service.libs if fw in frameworks),
+                kernels=tuple((fw, k) for fw, k in service.kernels if fw is None or fw in frameworks),
+            )
+        mine = {service.folder_of(fw) for fw in frameworks}
+        if len(mine) < len(frameworks):
+            problems.append(f"entry {service.name!r}: folder {service.folder!r} has no {{framework}}: "
+                            "the notebooks of several frameworks would overwrite each other; that entry is ignored")
+            continue
+        clash = next((folders[f] for f in sorted(mine) if f in folders), None)
+        if clash is not None:
+            problems.append(f"entry {service.name!r}: its folder is {clash!r}'s too; that entry is ignored")
+            continue
+        folders.update(dict.fromkeys(mine, service.name))
+        kept.append(service)
+    return tuple(kept), problems
+
+
+def slides(value: Any) -> SlidesSettings | None:
+    """None (no slides), or the settings of d2lbook's ``[slides]``, checked key by key (see
+    :mod:`livecells.model.slides`)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"must be None or a dict with any of {', '.join(SETTINGS)}")
+    settings, problems = slides_settings(value)
+    if problems:
+        raise EntriesDroppedError(settings, problems)
+    return settings
+
+
+def library(value: Any) -> LibrarySettings | None:
+    """None (no library), or the book's library files, checked entry by entry (see
+    :mod:`livecells.model.library`)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError("must be None or a dict: framework -> {lib_file, lib_name, ...}, and version_file")
+    settings, problems = library_settings(value)
+    if problems:
+        raise EntriesDroppedError(settings, problems)
+    return settings
 
 
 def shown(value: Any) -> str:
@@ -216,7 +283,7 @@ def image_options(value: Any) -> dict[str, Any]:
         except ValueError as err:
             problems.append(f"{key}: {' '.join(str(err).split()).rstrip('.')}")
     if problems:
-        raise EntriesDropped(kept, problems)
+        raise EntriesDroppedError(kept, problems)
     return kept
 
 

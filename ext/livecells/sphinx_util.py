@@ -62,3 +62,36 @@ def app_of(env: Any) -> Sphinx:
     """The application behind a build environment (``env.app`` is deprecated in Sphinx 9)."""
     app = getattr(env, "_app", None)
     return app if app is not None else env.app
+
+
+def node_location(docname: str, node: Any) -> tuple[str, int | None]:
+    """A warning's location for ``node`` on page ``docname``, with its line. docutils 0.20 gives an
+    image its source but no line (Sphinx then prints ``page.rst::``): the line is then the first
+    one of the source that starts the node's own text (its directive), else its nearest ancestor's."""
+    line = getattr(node, "line", None)
+    if line is None:
+        line = _line_of_text(node)
+    while node is not None and line is None:
+        node = getattr(node, "parent", None)
+        line = getattr(node, "line", None)
+    return docname, line
+
+
+def _line_of_text(node: Any) -> int | None:
+    """The line of ``node``'s source file that holds the first line of its raw text, or None."""
+    raw = (getattr(node, "rawsource", "") or "").strip()
+    source = next((n.source for n in _ancestors(node) if getattr(n, "source", None)), None)
+    if not raw or not source:
+        return None
+    try:
+        lines = Path(source).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    first = raw.splitlines()[0].strip()
+    return next((number for number, text in enumerate(lines, 1) if text.strip() == first), None)
+
+
+def _ancestors(node: Any):
+    while node is not None:
+        yield node
+        node = getattr(node, "parent", None)

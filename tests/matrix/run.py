@@ -220,7 +220,8 @@ def run_combo(combo: Combo, uv: str, wheel: Path, modules: list[str]) -> Combo:
         # Render snapshots hold one stack's doctree text: other stacks skip them (see the test).
         combo.run(
             [py, "-m", "pytest", "-q", "-ra", "-n", "0", "-p", "no:cacheprovider", "-m", SELECTED, "tests"],
-            env=dict(build_env, LIVECELLS_SNAPSHOT_ANY_STACK="1"),
+            # LIVECELLS_UV: the plug-in tests install their packages with it (no pip here).
+            env=dict(build_env, LIVECELLS_SNAPSHOT_ANY_STACK="1", LIVECELLS_UV=uv),
             cwd=ROOT,
         )
         if left := leftover_processes(venv):

@@ -14,9 +14,10 @@ import math
 import sys
 
 from livecells.cli.book import Book
+from livecells.errors import StoreError
 from livecells.model.records import SessionRecord
 from livecells.model.timings import Drift, drifts
-from livecells.store import OutputStore, StoreProblem
+from livecells.store import OutputStore
 
 #: The defaults of livecells_drift_factor and livecells_drift_floor (config.py's).
 FACTOR, FLOOR = 2.0, 0.05
@@ -26,7 +27,7 @@ def compare_command(args: argparse.Namespace, store: OutputStore) -> int:
     """``report --compare``: ``--factor`` and ``--floor``, else the book's conf.py values, else
     the defaults; a value that is no number (past 1 for the factor, 0 or more for the floor)
     is said on stderr and the default used."""
-    book = Book.at(args.source_dir, args.conf_dir)
+    book = Book.at(args.source_dir, args.conf_dir, tuple(args.define or ()))
     factor = args.factor if args.factor is not None else book.setting("livecells_drift_factor", FACTOR)
     floor = args.floor if args.floor is not None else book.setting("livecells_drift_floor", FLOOR)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor < math.inf:
@@ -43,7 +44,7 @@ def _sessions(store: OutputStore, problems: list[str]) -> dict[tuple[str, str], 
     for page in store.pages():
         try:
             records = store.records(page, problems)
-        except StoreProblem as problem:
+        except StoreError as problem:
             problems.append(str(problem))
             continue
         found.update({(page, framework): record for framework, record in records.items()})

@@ -1,4 +1,5 @@
-"""``python -m livecells``: convert d2lbook chapters, report stored timings, clear stored results."""
+"""``python -m livecells``: convert d2lbook chapters, report stored timings, clear stored results,
+write the book's library (``lib``)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from livecells import __version__
-from livecells.cli.book import Book, BookProblem
+from livecells._version import __version__
+from livecells.cli.book import Book
+from livecells.cli.library import add_lib_parser
+from livecells.errors import BookError, StoreError
 from livecells.model.folders import store_problem
-from livecells.model.records import SessionOutcome, stored_outcome
+from livecells.model.records import VERDICT_CLASSES, SessionOutcome, stored_outcome
 from livecells.model.text import one_line
-from livecells.model.vocabulary import SessionStatus
-from livecells.store import OutputStore, StoreProblem
+from livecells.model.vocabulary import ExecuteMode
+from livecells.store import OutputStore
+
+
+def _book(args: argparse.Namespace) -> Book:
+    """The book of ``-s``, ``-c`` and ``-D``."""
+    return Book.at(args.source_dir, args.conf_dir, tuple(args.define or ()))
 
 
 def _store(args: argparse.Namespace) -> OutputStore:
     source = Path(args.source_dir)
-    store = Path(args.store) if args.store else Book.at(args.source_dir, args.conf_dir).store()
+    store = Path(args.store) if args.store else _book(args).store()
     problem = store_problem(source, str(store.resolve()))
     if problem:  # the whole tree would be read as the store, and cleared
-        raise StoreProblem(f"--store {store}: {problem}")
+        raise StoreError(f"--store {store}: {problem}")
     return OutputStore(store)
 
 
@@ -34,7 +42,7 @@ def session_rows(store: OutputStore) -> tuple[list[SessionOutcome], list[str]]:
     for page in store.pages():
         try:
             records = store.records(page, problems)  # bad sessions: in problems
-        except StoreProblem as problem:
+        except StoreError as problem:
             problems.append(str(problem))
             continue
         rows.extend(stored_outcome(page, framework, record) for framework, record in sorted(records.items()))
@@ -78,7 +86,7 @@ def _fmt(value: Any) -> str:
 
 #: The classes of cells ``report --fail-on`` can fail on (see model.records.verdict), and the
 #: older names: ``problems`` (error and not-run, the default), ``errors``, ``never``.
-CLASSES = ("error", "not-run", "stale")
+CLASSES = VERDICT_CLASSES
 ALIASES = {"problems": ("error", "not-run"), "errors": ("error",), "never": ()}
 
 
@@ -94,46 +102,65 @@ def fail_classes(value: str) -> tuple[str, ...]:
     return found
 
 
+def _define(value: str) -> tuple[str, str]:
+    """``-D name=value``, as sphinx-build's."""
+    name, equals, setting = value.partition("=")
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f"{value!r}: not setting=value")
+    return name.strip(), setting
+
+
 def _fail_on(value: str) -> str:
     fail_classes(value)  # argparse reports what is wrong
     return value
 
 
-def counted(session: SessionOutcome, classes: Sequence[str]) -> dict[str, int]:
-    """The session's cells in each of ``classes`` (a session that failed counts as an error)."""
-    counts = {
-        "error": session.errors + (session.status == SessionStatus.FAILED and not session.errors),
-        "not-run": session.not_run,
-        "stale": session.stale_cells,
-    }
-    return {name: counts[name] for name in classes if counts[name]}
-
-
 def failing(rows: list[SessionOutcome], classes: Sequence[str]) -> list[SessionOutcome]:
-    """The rows that fail ``report``'s exit status: those with a cell in one of ``classes``."""
-    return [r for r in rows if counted(r, classes)]
+    """The stored rows that fail ``report``'s exit status without the book's pages: those with
+    a cell in one of ``classes`` (:meth:`SessionOutcome.failing`, as a build counts them)."""
+    return [r for r in rows if r.failing(ExecuteMode.AUTO, classes)]
 
 
-def report_pages(args: argparse.Namespace, classes: Sequence[str]) -> int:
-    """The exit status of ``--fail-on`` with stale: what the book's pages show, as a build
-    would show them now (1 when a cell is in one of ``classes``)."""
-    outcome = Book.at(args.source_dir, args.conf_dir).pages_outcome(Path(args.store) if args.store else None)
-    sessions = sorted(outcome.sessions.values(), key=lambda s: (s.page, s.framework))
-    bad = failing(sessions, classes)
-    unknown = len(outcome.unknown) if "not-run" in classes else 0
-    for session in bad:
-        what = ", ".join(f"{n} {name}" for name, n in counted(session, classes).items())
+def report_pages(book: Book, store: Path | None, classes: Sequence[str], fail_on: str) -> int:
+    """The exit status of ``--fail-on`` for a book with a conf.py: what its pages show, read as
+    a build reads them with the book's settings, running nothing, and counted as the build
+    counts them (:meth:`BuildOutcome.failing`): 1 when a cell is in one of ``classes``."""
+    outcome = book.pages_outcome(store)
+    bad = outcome.failing(classes)
+    unknown = outcome.unknown_failing(classes)
+    for session, counts in bad:
+        what = ", ".join(f"{n} {name}" for name, n in counts.items())
         print(f"{session.page} [{session.framework}]: {what}", file=sys.stderr)
     if bad or unknown:
         unknown_note = f", {unknown} cell(s) of no known framework" if unknown else ""
         print(
             f"the pages show {len(bad)} session(s) with cells in {', '.join(classes)}{unknown_note} "
-            f"(--fail-on {args.fail_on}; exit status 1)",
+            f"(--fail-on {fail_on}; exit status 1)",
             file=sys.stderr,
         )
         return 1
-    print(f"the pages show no cell in {', '.join(classes)} ({len(sessions)} session(s))", file=sys.stderr)
+    print(
+        f"the pages show no cell in {', '.join(classes)} ({len(outcome.sessions)} session(s))", file=sys.stderr
+    )
     return 0
+
+
+def report_records(sessions: list[SessionOutcome], problems: list[str], classes: Sequence[str], fail_on: str) -> int:
+    """The exit status of ``--fail-on`` without a conf.py: the stored records, counted with
+    livecells' defaults (there are no settings to apply, nor pages to read)."""
+    bad = failing(sessions, classes)
+    # A file or session it cannot use has no result a build could show: its cells count as
+    # not run (a build warns of them so), never as passed.
+    unread = problems if "not-run" in classes else []
+    if bad or unread:
+        errors, not_run = sum(r.errors for r in sessions), sum(r.not_run for r in sessions)
+        print(
+            f"{len(bad)} stored session(s) with problems: {errors} cell error(s), {not_run} cell(s) "
+            f"not run, {len(unread)} store file(s) or session(s) unusable (--fail-on {fail_on}; "
+            "exit status 1)",
+            file=sys.stderr,
+        )
+    return 1 if bad or unread else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -147,22 +174,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     rows = [report_entry(session) for session in sessions]
     for problem in problems:
         print(f"warning: {one_line(problem, 2000)}", file=sys.stderr)
-    if "stale" in classes:
-        failed = report_pages(args, classes)
+    book = _book(args)
+    if not classes:
+        failed = 0
+    elif book.confdir is not None or "stale" in classes:  # stale: the pages are needed (no conf.py: an error)
+        failed = report_pages(book, Path(args.store) if args.store else None, classes, args.fail_on)
     else:
-        bad = failing(sessions, classes)
-        # A file or session it cannot use has no result a build could show: its cells count as
-        # not run (a build warns of them so), never as passed.
-        unread = problems if "not-run" in classes else []
-        if bad or unread:
-            errors, not_run = sum(r["errors"] for r in rows), sum(r["not_run"] for r in rows)
-            print(
-                f"{len(bad)} stored session(s) with problems: {errors} cell error(s), {not_run} cell(s) "
-                f"not run, {len(unread)} store file(s) or session(s) unusable (--fail-on {args.fail_on}; "
-                "exit status 1)",
-                file=sys.stderr,
-            )
-        failed = 1 if bad or unread else 0
+        failed = report_records(sessions, problems, classes, args.fail_on)
     if args.json:
         print(json.dumps(rows, indent=1))
         return failed
@@ -199,7 +217,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
         page = page.rsplit(".", 1)[0] if page.endswith((".rst", ".md")) else page
         try:
             changed = store.remove(page, frameworks)
-        except StoreProblem as problem:
+        except StoreError as problem:
             hint = "; clear the page without --framework to remove its file" if frameworks else ""
             print(f"warning: {one_line(str(problem), 2000)}{hint}", file=sys.stderr)
             continue
@@ -282,6 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--store", help="the store folder (default: livecells_store of conf.py, from "
             "SOURCE_DIR; without one, SOURCE_DIR/_livecells)"
         )
+        sub.add_argument(
+            "-D", dest="define", metavar="setting=value", action="append", type=_define,
+            help="override a setting of conf.py, as sphinx-build's -D (repeatable): give the "
+            "report the -D options of the build it stands for",
+        )
 
     report = commands.add_parser(
         "report", help="the stored sessions as a table", description="Show each stored (page, "
@@ -297,10 +320,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="problems",
         help="exit with status 1 when a cell is in one of these classes, a comma list of "
         "error (it failed, or its session could not run), not-run and stale (its result was "
-        "made for other code, settings or files). With stale, the book's pages are read as a "
-        "build reads them, running nothing, and every class is counted on what they show; "
-        "without, on the stored records, a store file or session that cannot be used counting "
-        "as not run. Also: problems (error,not-run: the default), errors (error), never",
+        "made for other code, settings or files). With the book's conf.py, its pages are read "
+        "as a build reads them with its settings (and -D), running nothing, and each class is "
+        "counted on what they show, as the build counts it; without a conf.py, on the stored "
+        "records with the default settings, a store file or session that cannot be used "
+        "counting as not run (stale needs the conf.py). Also: problems (error,not-run: the "
+        "default), errors (error), never",
     )
     report.add_argument(
         "--compare", metavar="OTHER_STORE", help="print each cell's time against the same code's "
@@ -325,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-f", "--framework", action="append", help="only this framework's results (repeatable)"
     )
     clear.set_defaults(func=cmd_clear)
+    add_lib_parser(commands)
     return parser
 
 
@@ -332,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (StoreProblem, BookProblem) as problem:  # a store or book it cannot use: nothing was read
+    except (StoreError, BookError) as problem:  # a store or book it cannot use: nothing was read
         print(f"python -m livecells {args.command}: {one_line(str(problem), 2000)}", file=sys.stderr)
         return 2
 

@@ -37,6 +37,7 @@ from livecells.convert.md_blocks import (
     MARK,
     MARK_LINE,
     ROLES,
+    SLIDE_ROLE,
     TAB_MARKER,
     TAB_PROSE,
     TABLE_ROW,
@@ -47,8 +48,9 @@ from livecells.convert.md_blocks import (
     hide_options,
     is_mark_line,
     marks_end_paragraphs,
-    remove_slide_marks,
+    required_libs,
     resolve_tab_branches,
+    slide_roles,
     split_chunks,
     strip_blank,
     tab_marker,
@@ -99,6 +101,7 @@ class _MarkdownConverter:
         self.default = self.tabs[0] if self.tabs else default_framework
         self.sessions = self._sessions()
         self.written: list[tuple[str, list[str]]] = []  # each live-cell's argument and block
+        self.requires: list[str] = []  # its # required_libs(...)
 
     def _sessions(self) -> list[str]:
         """The frameworks d2lbook makes this chapter's notebook for (``get_tab_notebook``): the
@@ -151,7 +154,9 @@ class _MarkdownConverter:
         lines = "\n\n".join("\n".join(b) for b in blocks if b).split("\n")
         lines = [x for line in lines for x in self._anchor_labels(line)]
         inference = infer_gpus(self.code)
-        result = MarkdownResult("", self.cells, self.warnings, gpu_inference=inference, counts=self.counts)
+        result = MarkdownResult(
+            "", self.cells, self.warnings, gpu_inference=inference, counts=self.counts, requires=self.requires
+        )
         if inference.settings:
             if any(re.match(r"`{3,}\{live-settings\}", x) for x in lines):
                 result.settings_kept = True
@@ -167,6 +172,7 @@ class _MarkdownConverter:
     def cell(self, chunk: Chunk) -> list[list[str]]:
         code = "\n".join(chunk.lines)
         if "%load_ext d2lbook.tab" in code:
+            self.requires = required_libs(code)
             return []
         marked = tab_marker(code)
         names = self._kept(marked if marked else [self.default])
@@ -248,7 +254,7 @@ class _MarkdownConverter:
             if part.kind == "fence":
                 out += [""] * bool(out and out[-1].strip()) + self.fence(part) + [""]
                 continue
-            text = remove_slide_marks("\n".join(part.lines))
+            text = slide_roles("\n".join(part.lines))
             for start, paragraph in marks_end_paragraphs(self._paragraphs(text.split("\n"), part.line)):
                 lines = self.paragraph(paragraph, start)
                 out.extend(lines[1:] if lines[:1] == [""] and out and not out[-1].strip() else lines)
@@ -325,6 +331,8 @@ class _MarkdownConverter:
             head = [self._anchor(fence=True), f"{fence}{{table}} {text}"] + [f":name: {label}"] * bool(label)
             return pending + head + ["", *body, fence]
         if "eqlabel" in values:
+            # Slide marks around the equation stay around it, as paragraphs of their own.
+            body, closing = _slide_roles_apart(body)
             # The equation: the paragraph's trailing $$…$$, after any text of the paragraph.
             first = next((i for i in range(len(body) - 1, -1, -1) if body[i].lstrip().startswith("$$")), 0)
             if first and body[first].strip() == "$$" and first > 0 and body[first - 1].rstrip().endswith("$$"):
@@ -338,6 +346,7 @@ class _MarkdownConverter:
             else:
                 self.warn(start, ":eqlabel: mark with no $$ equation before it: dropped")
                 body = display_math(body, self.counts)
+            body += ["", *closing] if closing else []
         else:
             body = display_math(body, self.counts)
         heading = bool(body) and (bool(HEADING.match(body[0])) or all(TABLE_ROW.match(x) for x in body))
@@ -389,6 +398,25 @@ class _MarkdownConverter:
         return MARK.sub(role, line)
 
 
+def _slide_roles_apart(body: list[str]) -> tuple[list[str], list[str]]:
+    """An equation's paragraph with the slide roles that open before its ``$$`` (on its line) on
+    a line of their own, and those that close after its last ``$$``: (the paragraph, the closing
+    roles' lines)."""
+    roles = rf"(?:\s*{SLIDE_ROLE.pattern})+"
+    lines: list[str] = []
+    for line in body:
+        opening = re.match(rf"^({roles})\s*(\$\$.*)$", line)
+        lines += [opening[1].strip(), opening[3]] if opening else [line]
+    closing: list[str] = []
+    if lines:
+        tail = re.match(rf"^(.*\$\$)({roles})\s*$", lines[-1])
+        if tail:
+            lines[-1], closing = tail[1], [tail[2].strip()]
+    while lines and re.fullmatch(roles + r"\s*", lines[-1]):
+        closing.insert(0, lines.pop().strip())
+    return lines, closing
+
+
 def _with_settings(lines: list[str], inference: GpuInference) -> list[str]:
     """``lines`` with an inferred ``live-settings`` block (and a comment) under the first title."""
     comment = (
@@ -409,8 +437,8 @@ def _with_settings(lines: list[str], inference: GpuInference) -> list[str]:
     return block[1:] + lines
 
 
-def book_tabs(path: str | os.PathLike[str]) -> list[str] | None:
-    """The ``[build] tabs`` of the nearest d2lbook ``config.ini`` at or above ``path``, if any."""
+def book_ini(path: str | os.PathLike[str]) -> configparser.ConfigParser | None:
+    """The nearest d2lbook ``config.ini`` at or above ``path``, read (None: none, or unreadable)."""
     here = Path(path).resolve()
     for folder in [here, *here.parents] if here.is_dir() else here.parents:
         ini = folder / "config.ini"
@@ -420,9 +448,15 @@ def book_tabs(path: str | os.PathLike[str]) -> list[str] | None:
                 parser.read(ini, encoding="utf-8")
             except (configparser.Error, UnicodeDecodeError):
                 return None
-            tabs = parser.get("build", "tabs", fallback="")
-            return [t.strip().lower() for t in tabs.split(",") if t.strip()] or None
+            return parser
     return None
+
+
+def book_tabs(path: str | os.PathLike[str]) -> list[str] | None:
+    """The ``[build] tabs`` of the nearest d2lbook ``config.ini`` at or above ``path``, if any."""
+    parser = book_ini(path)
+    tabs = parser.get("build", "tabs", fallback="") if parser is not None else ""
+    return [t.strip().lower() for t in tabs.split(",") if t.strip()] or None
 
 
 def convert_markdown(

@@ -16,6 +16,8 @@ INPUT_INFO = re.compile(r"^\{[^}]*(?<![\w-])\.input(?![\w-])[^}]*\}\s*$")
 TAB_MARKER = re.compile(r"#\s*@tab\s+([\w, ]+)|%%tab\s+([\w, ]+)")
 TAB_PROSE = re.compile(r"^:(begin_tab|end_tab):(`([^`]*)`)?\s*$")
 INTERACT = re.compile(r"interact_select\(\s*\[?([^)\]]*)")
+#: A chapter's libraries for hosted notebooks, in its first cell: ``#required_libs("gym==0.21.0")``.
+REQUIRED_LIBS = re.compile(r"# *required_libs\((.*?)\)")
 #: One d2lbook mark: ``:key:`value``` (the value is optional for d2lbook, required here).
 MARK = re.compile(r":([\w.-]+):`([^`]*)`")
 MARK_LINE = re.compile(r"^\s*(:[\w.-]+:`[^`]*`\s*)+$")
@@ -31,8 +33,10 @@ ROLES = {
     "numref": "numref", "ref": "ref", "eqref": "eq", "cite": "cite", "citet": "cite:t",
     "citep": "cite:p", "class": "py:class", "func": "py:func", "mod": "py:mod",
 }
-#: d2lbook's slide marks: (open, close, keep the text).
-_SLIDE_MARKS = (("[**", "**]", True), ("(**", "**)", True), ("[~~", "~~]", False), ("(~~", "~~)", False))
+#: d2lbook's slide marks, (open, close): ``[`` starts a slide, ``(`` adds to it; ``~~``: slides only.
+SLIDE_MARKS = (("[**", "**]"), ("(**", "**)"), ("[~~", "~~]"), ("(~~", "~~)"))
+#: A mark kept as livecells' ``slide`` role (:func:`slide_roles`).
+SLIDE_ROLE = re.compile(r"\{slide\}`([^`]+)`")
 
 
 @dataclass
@@ -113,17 +117,40 @@ def split_chunks(lines: list[str], warn) -> list[Chunk]:
     return chunks
 
 
-def remove_slide_marks(text: str) -> str:
-    """d2lbook's slide marks out of prose: ``[**x**]`` → ``x``, ``[~~x~~]`` → nothing.
+def slide_roles(text: str) -> str:
+    """d2lbook's slide marks kept as ``slide`` roles around their text, which stays page text.
 
-    A ``[**x**](url)`` is a Markdown link, not a mark, and stays.
+    ``[**x**]`` becomes ``{slide}`[**`x{slide}`**]``` (likewise ``(**``, ``[~~``, ``(~~``): the
+    role is livecells' (docs/markdown.rst), shows nothing, and keeps where the mark was for the
+    slides. Marks pair as d2lbook's ``slides._match_slide_marks`` pairs them: one kind at a time,
+    never inside another; a ``[**x**](url)`` is a Markdown link, not a mark. Roles already there
+    (converted text) are left alone.
     """
-    for opening, closing, keep in _SLIDE_MARKS:
+    taken = [m.span() for m in SLIDE_ROLE.finditer(text)]
+    spans: list[tuple[int, int, int, int]] = []  # open start, text start, text end, close end
+    for opening, closing in SLIDE_MARKS:
         inner = rf"((?:(?!{re.escape(closing)}).)*?)"
         link = r"(?!\()" if closing.endswith("]") else ""
-        pattern = re.compile(re.escape(opening) + inner + re.escape(closing) + link, re.DOTALL)
-        text = pattern.sub(lambda m: m[1] if keep else "", text)
-    return text
+        for m in re.finditer(re.escape(opening) + inner + re.escape(closing) + link, text, re.DOTALL):
+            if not any(s < m.end() and m.start() < e for s, e in taken):
+                spans.append((m.start(), m.start(1), m.end(1), m.end()))
+    spans.sort()
+    out, position = [], 0
+    for start, inner_start, inner_end, end in spans:
+        if start < position:
+            continue  # inside or across another mark: d2lbook refuses such text, left as it is
+        out += [text[position:start], f"{{slide}}`{text[start:inner_start]}`", text[inner_start:inner_end]]
+        out.append(f"{{slide}}`{text[inner_end:end]}`")
+        position = end
+    return "".join(out) + text[position:]
+
+
+def required_libs(code: str) -> list[str]:
+    """The pip arguments of a cell's ``# required_libs(...)``, as d2lbook reads them
+    (``get_tab_notebook``): split at ", ", single quotes stripped, double quotes kept (the shell
+    takes them off)."""
+    match = REQUIRED_LIBS.search(code)
+    return [lib.strip("'") for lib in match[1].split(", ")] if match and match[1] else []
 
 
 def tab_marker(code: str) -> list[str] | None:

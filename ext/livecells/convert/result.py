@@ -13,7 +13,8 @@ class Result:
 
     ``gpus`` is the ``:gpus:`` of the ``live-settings`` that the conversion wrote (None when it
     wrote none); ``settings_kept`` says the chapter had its own ``live-settings``, left as they
-    are; ``gpu_inference`` is what the code asks for, and why.
+    are; ``gpu_inference`` is what the code asks for, and why; ``requires``: the pip arguments
+    of its d2lbook ``# required_libs(...)``, which ``convert`` writes into ``livecells_hosted``.
     """
 
     text: str
@@ -22,6 +23,7 @@ class Result:
     gpus: int | None = None
     settings_kept: bool = False
     gpu_inference: GpuInference = field(default_factory=GpuInference)
+    requires: list[str] = field(default_factory=list)
 
     def summary(self, source: str) -> str:
         """One line for the report: what was converted, then the settings inferred."""

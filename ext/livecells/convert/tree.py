@@ -4,30 +4,30 @@ A chapter is read by its format's reader: d2lbook's RST (:mod:`livecells.convert
 d2lbook's Markdown (:mod:`livecells.convert.markdown`). Which one is chosen here, in one place
 (:func:`source_format`). The exit status follows one policy for both: 0 when everything was
 converted (warnings or not), 2 for a usage error or an input that cannot be read (a missing file,
-a file that is not UTF-8), 1 when the output cannot be written.
+a file that is not UTF-8), 1 when the output cannot be written. A tree's ``config.ini`` settings
+that livecells has values for go into the output's conf.py (:mod:`livecells.convert.book_conf`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from livecells.convert.markdown import book_tabs, convert_markdown
+from livecells.convert.book_conf import conf_values, write_conf
+from livecells.convert.markdown import book_ini, book_tabs, convert_markdown
 from livecells.convert.md_blocks import is_d2lbook_markdown
 from livecells.convert.result import Result
 from livecells.convert.rst import convert_text
+from livecells.errors import UnreadableError
 
 Format = Literal["markdown", "rst"]
 #: What the exit status says (see the module's docstring).
 OK, UNWRITABLE, UNREADABLE = 0, 1, 2
-
-
-class Unreadable(Exception):
-    """An input that cannot be read: the run stops with status 2."""
 
 
 def source_format(path: str | os.PathLike[str]) -> Format:
@@ -49,13 +49,13 @@ def source_format(path: str | os.PathLike[str]) -> Format:
 
 
 def read_chapter(path: str | os.PathLike[str]) -> str:
-    """A chapter's text (a byte-order mark dropped); :class:`Unreadable` says why not."""
+    """A chapter's text (a byte-order mark dropped); :class:`UnreadableError` says why not."""
     try:
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
-        raise Unreadable(f"{path} is not UTF-8: {err.reason}") from err
+        raise UnreadableError(f"{path} is not UTF-8: {err.reason}") from err
     except OSError as err:
-        raise Unreadable(f"cannot read {path}: {err}") from err
+        raise UnreadableError(f"cannot read {path}: {err}") from err
 
 
 def convert_chapter(
@@ -85,7 +85,7 @@ def convert_tree(
     (``img -> ../shared-img``) is copied as a folder, its files followed, unless following it
     would loop (it holds a folder it is reached from) or, in place, write outside the tree: then
     ``warn`` (default: stderr) names it, as it names a broken link or a named pipe (which would
-    block the copy). An input that cannot be read raises :class:`Unreadable`; an output that
+    block the copy). An input that cannot be read raises :class:`UnreadableError`; an output that
     cannot be written, :class:`OSError`.
     """
     say = warn or (lambda message: print(f"livecells convert: {message}", file=sys.stderr))
@@ -138,16 +138,40 @@ def convert_tree(
                 results[rel] = result
             elif target != path:
                 _copy(path, target)
+    _carry_settings(src, out, results, tabs or book_tabs(src) or [default_framework], markdown, say)
     return results
 
 
+def _carry_settings(
+    src: Path, out: Path, results: dict[Path, Result], tabs: list[str], markdown: bool, say: Callable[[str], None]
+) -> None:
+    """The settings of the book's ``config.ini`` that livecells has values for, into ``out``'s
+    conf.py (:mod:`livecells.convert.book_conf`)."""
+    ini = book_ini(src)
+    if ini is None:
+        return
+    requires = {rel.with_suffix("").as_posix(): r.requires for rel, r in sorted(results.items()) if r.requires}
+    values = conf_values(ini, tabs, requires, say, src)
+    conf, theirs = write_conf(out, values, ["myst_parser", "livecells"] if markdown else ["livecells"])
+    written = [name for name in values if name not in theirs]
+    if conf is not None and written:
+        say(f"{conf}: {', '.join(written)} from config.ini")
+    if theirs:
+        say(f"{out / 'conf.py'}: sets {', '.join(theirs)} itself: config.ini's left out")
+
+
 def _copy(path: Path, target: Path) -> None:
-    """Copy a file that is not a chapter: a source that cannot be read is :class:`Unreadable`."""
+    """Copy a file that is not a chapter: a source that cannot be read is :class:`UnreadableError`.
+
+    The copy is the owner's to change, as the converted chapters are, whatever the source's
+    mode: a read-only source (a shared corpus) must not make the next ``convert`` into the same
+    output, or an edit of the copy, fail for any user but root."""
     try:
         shutil.copy2(path, target)
+        target.chmod(stat.S_IMODE(target.stat().st_mode) | stat.S_IWUSR)
     except OSError as err:
         if err.filename is not None and Path(err.filename) == path:
-            raise Unreadable(f"cannot read {path}: {err.strerror}") from err
+            raise UnreadableError(f"cannot read {path}: {err.strerror}") from err
         raise
 
 
@@ -187,7 +211,7 @@ def run(
                 Path(output).write_text(result.text, encoding="utf-8")
             else:
                 sys.stdout.write(result.text)
-    except Unreadable as err:
+    except UnreadableError as err:
         print(f"livecells convert: {err}", file=sys.stderr)
         return UNREADABLE
     except OSError as err:

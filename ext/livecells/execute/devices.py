@@ -1,17 +1,16 @@
 """Devices: find GPUs without initialising CUDA, and lease them to sessions exclusively.
 
-GPUs are listed through NVML (``nvidia-ml-py``), or ``nvidia-smi`` where NVML is missing; CUDA is
-never touched in the Sphinx process. A ``CUDA_VISIBLE_DEVICES`` already set for the build limits
-what may be used. Each session gets its devices through ``CUDA_VISIBLE_DEVICES``. Nothing here
-guesses a page's needs from its code: a page asks for GPUs with ``live-settings :gpus:``.
+GPUs are listed through NVML (``nvidia-ml-py``, a dependency; ``nvidia-smi`` is NVML's own
+client, so where NVML cannot start neither can it); CUDA is never touched in the Sphinx process.
+A ``CUDA_VISIBLE_DEVICES`` already set for the build limits what may be used. Each session gets
+its devices through ``CUDA_VISIBLE_DEVICES``. Nothing here guesses a page's needs from its code:
+a page asks for GPUs with ``live-settings :gpus:``.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import shutil
-import subprocess
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -73,34 +72,9 @@ def _nvml_gpus() -> list[GPU] | None:
             pass
 
 
-def _smi_gpus() -> list[GPU] | None:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,name,uuid", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = []
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) >= 3 and parts[0].isdigit():
-            found.append(GPU(int(parts[0]), parts[1], parts[2]))
-    return found
-
-
 def detect_gpus() -> list[GPU]:
     """The GPUs this build may use, in CUDA's order (empty without a driver)."""
-    found = _nvml_gpus()
-    if found is None:
-        found = _smi_gpus() or []
-    return _visible_filter(found)
+    return _visible_filter(_nvml_gpus() or [])
 
 
 def cpu_name() -> str:

@@ -4,7 +4,7 @@ It covers the kernelspec (name and command), the kernel's Python version, and th
 distributions that provide the framework's preloaded modules, so that a library upgrade, a fresh
 clone or a different interpreter is noticed (mtime-based caches miss all three). For the kernel
 that runs this very interpreter (:func:`is_own_python`) it is computed in-process; for any other
-kernelspec, by running its Python once on :mod:`livecells.execute.interpreter`'s file.
+kernelspec, by running its Python once on :mod:`livecells.kernel_side.interpreter`'s file.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from livecells.execute import interpreter
-from livecells.execute.template import BOOT
+from livecells.kernel_side import interpreter
+from livecells.kernel_side.template import BOOT
 from livecells.model.frameworks import FrameworkSpec
 
 

@@ -7,10 +7,11 @@ build's sessions). ``runs_locally`` says whether its sessions are kernels on the
 machine, which the build then prepares (a fork server's templates start while Sphinx reads).
 
 :func:`executor_for` turns the config value into an executor: ``"local"``, an address whose
-scheme names the executor in :data:`SCHEMES`, a function that returns a Dask client, or an
-executor object (or class) itself. A new executor is a module (or a package under ``execute/``)
-with a class taking the address, and one line in :data:`SCHEMES`. Nothing here imports an
-executor's module until it is chosen, nor jupyter_client.
+scheme names an executor (:func:`known_schemes`), a function that returns a Dask client, or an
+executor object (or class) itself. A new executor is a package of its own: a class taking the
+address, named for its scheme in the ``livecells.executors`` entry-point group (as livecells
+names its own, :data:`SCHEMES`), with no edit of livecells. Nothing here imports an executor's
+module until it is chosen, nor jupyter_client.
 """
 
 from __future__ import annotations
@@ -21,18 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from livecells.errors import ExecutorError
 from livecells.model.frameworks import FrameworkSpec
 
 if TYPE_CHECKING:
     from livecells.execute.devices import GPU
-    from livecells.execute.forkserver import ForkServer
-    from livecells.execute.reaper import Guard
+    from livecells.execute.forkserver.server import ForkServer
     from livecells.execute.scheduler import Scheduler
-
-
-class ExecutorProblem(RuntimeError):
-    """The executor cannot be used (unknown, unreachable, without workers); the message names
-    ``livecells_executor``. The build turns it into Sphinx's errors."""
+    from livecells.kernel_side.reaper import Guard
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class Executor(Protocol):
     runs_locally: bool
 
     def check(self, warm: Sequence[FrameworkSpec]) -> Capacity:
-        """Whether sessions can run (else :class:`ExecutorProblem`), before any page is read;
+        """Whether sessions can run (else :class:`ExecutorError`), before any page is read;
         ``warm``: frameworks whose kernels the executor may start preparing meanwhile."""
         ...
 
@@ -100,8 +97,9 @@ class LocalExecutor:
         return LocalScheduler(resources.gpus, jobs, fork_server=server, guard=guard)
 
 
-#: The executor of each address scheme (``scheme://...``), as ``"module:class"``; the class is
-#: called with the address. Dask's schemes; an address without one is Dask's (``tcp://``).
+#: livecells' own executors of each address scheme (``scheme://...``), as ``"module:class"``; the
+#: class is called with the address. Dask's schemes; an address without one is Dask's
+#: (``tcp://``). The same entries are livecells' in the :data:`ENTRY_POINTS` group (pyproject.toml).
 SCHEMES: dict[str, str] = {
     "local": "livecells.execute.executors:LocalExecutor",
     **{
@@ -113,6 +111,24 @@ SCHEMES: dict[str, str] = {
 DEFAULT_SCHEME = "tcp"
 #: What a function given as ``livecells_executor`` is taken for: one that returns a Dask client.
 FACTORY = "livecells.execute.dask:DaskExecutor"
+#: Where installed packages name their executors: ``scheme = "module:Class"``.
+ENTRY_POINTS = "livecells.executors"
+
+
+def known_schemes() -> dict[str, list[str]]:
+    """Each scheme's executors: livecells' own (:data:`SCHEMES`), then those that installed
+    packages name in :data:`ENTRY_POINTS` (a package cannot take a scheme of livecells'; two
+    packages naming one scheme are both listed, and using it is an error that names them)."""
+    from importlib.metadata import entry_points
+
+    found = {scheme: [target] for scheme, target in SCHEMES.items()}
+    for entry in entry_points(group=ENTRY_POINTS):
+        scheme = entry.name.lower()
+        if scheme in SCHEMES:
+            continue  # livecells' own line (pyproject.toml), or a package that would replace it
+        if entry.value not in found.setdefault(scheme, []):
+            found[scheme].append(entry.value)
+    return found
 
 
 def _load(target: str) -> Callable[..., Executor]:
@@ -129,7 +145,7 @@ def scheme_of(address: str) -> str:
 
 
 def executor_for(value: Any) -> Executor:
-    """The executor ``livecells_executor`` names; :class:`ExecutorProblem` when none. An executor
+    """The executor ``livecells_executor`` names; :class:`ExecutorError` when none. An executor
     class is made with no arguments (a class defined in conf.py cannot be pickled; Sphinx leaves
     classes out of the environment it pickles, not instances)."""
     if isinstance(value, type) and callable(getattr(value, "scheduler", None)):
@@ -141,13 +157,24 @@ def executor_for(value: Any) -> Executor:
         if "://" not in value and scheme != "local" and not re.fullmatch(r"\S+:\d+", value.strip()):
             # Neither "local", nor "scheme://...", nor "host:port" (a typo such as "locla"):
             # not taken for a Dask address, which would stop the build as unreachable.
-            raise ExecutorProblem("not 'local', an address 'scheme://host:port', nor 'host:port'")
-        if scheme not in SCHEMES:
-            known = ", ".join(f"'{s}'" if s == "local" else f"'{s}://'" for s in SCHEMES)
-            raise ExecutorProblem(f"no executor for the scheme '{scheme}://' (livecells knows {known})")
-        return _load(SCHEMES[scheme])(value.strip())
+            raise ExecutorError("not 'local', an address 'scheme://host:port', nor 'host:port'")
+        schemes = known_schemes()
+        if scheme not in schemes:
+            known = ", ".join(f"'{s}'" if s == "local" else f"'{s}://'" for s in schemes)
+            raise ExecutorError(f"no executor for the scheme '{scheme}://' (livecells knows {known})")
+        if len(schemes[scheme]) > 1:
+            named = ", ".join(schemes[scheme])
+            raise ExecutorError(f"installed packages name more than one executor for '{scheme}://': {named}")
+        (target,) = schemes[scheme]
+        if scheme in SCHEMES:
+            return _load(target)(value.strip())
+        try:  # another package's: what is wrong with it names it
+            executor = _load(target)
+        except (ImportError, AttributeError) as err:
+            raise ExecutorError(f"the executor for '{scheme}://' ({target}) cannot be loaded: {err}") from err
+        return executor(value.strip())
     if callable(value):
         return _load(FACTORY)(value)
-    raise ExecutorProblem(
+    raise ExecutorError(
         f"a {type(value).__name__} is not an executor (one has runs_locally, check and scheduler)"
     )

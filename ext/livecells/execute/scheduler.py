@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from jupyter_client.kernelspec import NoSuchKernel
 
-from livecells import __version__
+from livecells._version import __version__
 from livecells.execute.devices import GPU, DevicePool, Lease, cpu_name
-from livecells.execute.kernel import KernelSession
+from livecells.execute.kernels.session import KernelSession
 from livecells.model.environ import DEFAULT_ENV_DROP
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import CellPlan, SessionPlan
@@ -32,8 +32,8 @@ from livecells.model.timings import FLOOR_CODE, FLOOR_SAMPLES, FLOOR_WARMUP, med
 from livecells.model.vocabulary import CellStatus
 
 if TYPE_CHECKING:
-    from livecells.execute.forkserver import ForkServer
-    from livecells.execute.reaper import Guard
+    from livecells.execute.forkserver.server import ForkServer
+    from livecells.kernel_side.reaper import Guard
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ class LocalScheduler:
     """Runs sessions in local kernels, each holding an exclusive device lease.
 
     With ``fork`` (the default), kernels are forked from a template process per framework that
-    has already imported it (:mod:`.forkserver`): the imports happen once per build, in parallel,
+    has already imported it (:mod:`livecells.execute.forkserver.server`): the imports happen
+    once per build, in parallel,
     and before the first session is timed, never while one is.
 
     When sessions run one at a time (``jobs`` 1, as on a CPU machine), the kernels of the next
@@ -401,6 +402,7 @@ def session_record(
             kernelspec=dict(probe.kernelspec),
             livecells=__version__,
             devices_leased=job.gpus,
+            fallbacks=list(probe.fallbacks),
         ),
     )
 

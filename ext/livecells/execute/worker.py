@@ -31,11 +31,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from livecells.errors import DeviceError, TaskCancelledError
 from livecells.execute.devices import GPU, DeviceLedger, Lease, detect_gpus
-from livecells.execute.forkserver import ForkServer
-from livecells.execute.kernel import KernelSession
-from livecells.execute.reaper import Guard
+from livecells.execute.forkserver.server import ForkServer
+from livecells.execute.kernels.session import KernelSession
 from livecells.execute.scheduler import SessionJob, run_session
+from livecells.kernel_side.reaper import Guard
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.records import SessionRecord
 
@@ -48,10 +49,6 @@ logger = logging.getLogger("livecells.worker")  # the worker's log
 
 
 # -- devices ----------------------------------------------------------------------------------
-
-
-class DeviceProblem(RuntimeError):
-    """The worker cannot lend the GPUs a session asks for."""
 
 
 def own_gpus(
@@ -102,10 +99,10 @@ class WorkerDevices:
             yield Lease(())
             return
         if self.problem:
-            raise DeviceProblem(self.problem)
+            raise DeviceError(self.problem)
         taken = self.ledger.take(count)
         if taken is None:
-            raise DeviceProblem(f"{count} GPU(s) asked for, {self.ledger.free} free")
+            raise DeviceError(f"{count} GPU(s) asked for, {self.ledger.free} free")
         try:
             yield Lease(taken)
         finally:
@@ -113,10 +110,6 @@ class WorkerDevices:
 
 
 # -- warm kernels -------------------------------------------------------------------------------
-
-
-class Cancelled(Exception):
-    """The task was cancelled while it waited for a template or for the worker's other sessions."""
 
 
 _SPAWNER: ThreadPoolExecutor | None = None
@@ -158,6 +151,10 @@ class WorkerKernels:
         #: A template per framework key: set once it is ready, or known not to be possible.
         self._templates: dict[TemplateKey, threading.Event] = {}
         self._watched: set[int] = set()
+        #: Held while :meth:`close` runs: a second caller waits until the first has ended all.
+        self._closing = threading.Lock()
+        self._ended = False
+        self._watching = False
 
     @classmethod
     def of(cls, owner: Any, *, make: bool = True) -> WorkerKernels | None:
@@ -180,7 +177,7 @@ class WorkerKernels:
 
     def warm(self, frameworks: Sequence[FrameworkSpec], wanted: Callable[[], bool] = lambda: True) -> None:
         """Return once the frameworks' templates are ready (or cannot be); start those missing,
-        all at once, when none of the worker's sessions runs. :class:`Cancelled` when ``wanted``
+        all at once, when none of the worker's sessions runs. :class:`TaskCancelledError` when ``wanted``
         says no more."""
         while True:
             with self._changed:
@@ -202,7 +199,7 @@ class WorkerKernels:
             for event in others.values():
                 while not event.wait(WATCH_INTERVAL):
                     if not wanted():
-                        raise Cancelled
+                        raise TaskCancelledError
             with self._changed:
                 # A template whose starter was cancelled before it began is for us to start.
                 if all(self._templates.get(key) is event for key, event in others.items()):
@@ -222,7 +219,7 @@ class WorkerKernels:
                 while self._sessions and not self.closed:
                     self._changed.wait(WATCH_INTERVAL)
                     if not wanted():
-                        raise Cancelled
+                        raise TaskCancelledError
                 started = not self.closed
             if started:
                 try:
@@ -268,7 +265,7 @@ class WorkerKernels:
             while self._importing:
                 self._changed.wait(WATCH_INTERVAL)
                 if not wanted():
-                    raise Cancelled
+                    raise TaskCancelledError
             self._sessions += 1
         try:
             manager = self.server.manager if fork and not self.closed else None
@@ -279,14 +276,49 @@ class WorkerKernels:
                 self._changed.notify_all()
 
     def close(self) -> None:
-        """Kill every template and kernel of the worker, and end its guard; safe twice."""
-        with self._changed:
-            if self.closed:
+        """Kill every template and kernel of the worker, and end its guard; safe twice, and from
+        any thread (a call while another runs returns once that one has ended all)."""
+        with self._closing:
+            with self._changed:
+                self.closed = True
+                self._changed.notify_all()
+            if self._ended:
                 return
-            self.closed = True
-            self._changed.notify_all()
-        self.server.close()
-        self.guard.close()
+            try:
+                self.server.close()
+                self.guard.close()
+            finally:
+                self._ended = True
+
+    def close_soon(self) -> None:
+        """:meth:`close` in a thread of its own, for an event loop that must not wait for it; the
+        thread is not a daemon, so the process does not exit before its kernels are killed."""
+        try:
+            threading.Thread(target=self.close, name="livecells-close", daemon=False).start()
+        except RuntimeError:  # the interpreter is shutting down: no new thread
+            self.close()
+
+    def close_when(self, closing: Callable[[], bool]) -> None:
+        """Close as soon as ``closing()`` says so (it is asked every :data:`WATCH_INTERVAL`).
+
+        For the worker's own state (closing, closed): the kernels end when the worker starts to
+        close, not only if its close gets as far as the executor's last hook, which may come late
+        or never (a close that waits for other work, or is cancelled half-way). Once per worker.
+        """
+        with self._changed:
+            if self._watching or self.closed:
+                return
+            self._watching = True
+
+        def watch() -> None:
+            while not self.closed:
+                if closing():
+                    self.close()
+                    return
+                with self._changed:
+                    self._changed.wait(WATCH_INTERVAL)
+
+        threading.Thread(target=watch, name="livecells-close-watch", daemon=True).start()
 
 
 # -- one session's task -------------------------------------------------------------------------

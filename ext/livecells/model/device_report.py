@@ -9,12 +9,13 @@ share it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from html import escape
 
 from livecells.model.records import SessionRecord
 from livecells.model.text import one_line
-from livecells.model.timings import format_seconds
+from livecells.model.timings import DeviceTimings, format_seconds
 
 #: Bar colours, one per device (colour-blind safe; as the live-report chart's).
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
@@ -23,19 +24,32 @@ Rows = list[tuple[str, dict[str, float | None]]]
 
 
 def device_rows(records: Mapping[tuple[str, str], SessionRecord]) -> tuple[list[str], Rows]:
-    """The devices (labels, sorted) and, per session ``page [framework]``,
+    """The devices (labels, in :func:`device_order`) and, per session ``page [framework]``,
     its cells' summed time on each device it ran on."""
-    devices: set[str] = set()
+    shown: Counter[str] = Counter()
     rows: Rows = []
     for (page, framework), record in sorted(records.items()):
         times: dict[str, float | None] = {}
         for timings in record.all_devices().values():
-            label = one_line(timings.label, 80)  # stored text: no controls, not too long
-            devices.add(label)
-            times[label] = timings.seconds()
+            times[_label(timings)] = timings.seconds()
+        own = record.timings()
+        if own is not None:
+            shown[_label(own)] += 1
         if times:
             rows.append((one_line(f"{page} [{framework}]", 120), times))
-    return sorted(devices), rows
+    return device_order({d for _, times in rows for d in times}, shown), rows
+
+
+def device_order(devices: Iterable[str], shown: Mapping[str, int]) -> list[str]:
+    """The columns' order: the devices whose results the pages show (``shown``: how many
+    sessions show each) first, most first, as a cell's ``:timings: all-devices`` line puts the
+    shown result's device first; then the others by name. It rests on the records alone, so
+    the same store gives the same table on any machine."""
+    return sorted(devices, key=lambda d: (-shown.get(d, 0), d))
+
+
+def _label(timings: DeviceTimings) -> str:
+    return one_line(timings.label, 80)  # stored text: no controls, not too long
 
 
 def device_table(records: Mapping[tuple[str, str], SessionRecord]) -> list[str]:

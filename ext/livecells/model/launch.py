@@ -57,6 +57,19 @@ class LaunchTarget:
         return SERVICES.get(self.name, ("", ""))[1]
 
 
+def check_url(url: Any) -> str:
+    """``url`` if it is an ``http(s)`` URL whose characters a URL may hold as they are (no
+    spaces, quotes, angle brackets, backslashes, braces), else ValueError saying why."""
+    if not isinstance(url, str) or not url:
+        raise ValueError("the URL must be a non-empty string")
+    if not url.lower().startswith(("https://", "http://")):
+        raise ValueError("the URL must start with https:// or http://")
+    if not _URL_TEXT.fullmatch(url):
+        bad = sorted({c for c in url if not _URL_TEXT.fullmatch(c)})
+        raise ValueError(f"the URL holds characters a URL cannot hold as they are: {bad}")
+    return url
+
+
 def check_template(template: Any) -> str:
     """``template`` if it is a usable URL template, else ValueError saying why."""
     if not isinstance(template, str) or not template:

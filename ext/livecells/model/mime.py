@@ -10,6 +10,7 @@ authors change with ``livecells_mime_priority`` (as MyST-NB's ``nb_mime_priority
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,12 @@ PRIORITIES: dict[str, dict[str, int]] = {
 ESCAPED_HTML_PRIORITY = 110
 
 
+#: A mime type's name (RFC 6838's restricted names): the shape an override's type must have. A type
+#: that neither livecells nor an installed renderer shows is warned of when the build starts
+#: (render/mime_plugins.py), where the renderers are known.
+MIME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
+
+
 @dataclass(frozen=True)
 class PriorityOverride:
     """One ``(builder, mime type, priority)`` entry of ``livecells_mime_priority``.
@@ -105,8 +112,8 @@ def priority_override(entry: Any) -> PriorityOverride:
     builder, mime, priority = entry
     if not isinstance(builder, str) or not builder:
         raise ValueError(f"the builder must be a builder's name or '*', not {builder!r}")
-    if mime not in MIME_TYPES:
-        raise ValueError(f"{mime!r} is not a mime type livecells shows ({', '.join(MIME_TYPES)})")
+    if not isinstance(mime, str) or (mime not in MIME_TYPES and not MIME_NAME.fullmatch(mime)):
+        raise ValueError(f"{mime!r} is not a mime type (type/subtype)")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ValueError(f"the priority must be an integer or None, not {priority!r}")
     return PriorityOverride(builder, mime, priority)

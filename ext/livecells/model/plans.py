@@ -46,6 +46,13 @@ class CellPlan:
     #: ``warmup`` runs; the page shows the last run's output.
     repeat: int = 1
     warmup: int = 0
+    #: The keyed cell options that have no field of their own (read/cell_options.py's
+    #: ``EXTRA_KEYED``): ``(name, value)`` pairs, in the session key.
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """The value of keyed cell option ``name`` (one of :attr:`options`), else ``default``."""
+        return dict(self.options).get(name, default)
 
     def location(self, line: int | None = None) -> str:
         """``file:line`` for a warning about this cell (``line``: default, the directive's)."""

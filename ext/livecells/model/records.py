@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from livecells.model.plans import CellPlan
+from livecells.model.probe import Probe as Probe  # its home was here: imported from here too
 from livecells.model.text import strip_ansi
 from livecells.model.timings import CellTiming, DeviceTimings, iqr
 from livecells.model.vocabulary import CellStatus, ExecuteMode, Origin, SessionStatus, WarningSubtype
@@ -116,48 +117,11 @@ class Provenance:
     livecells: str = ""
     #: GPUs the session leased (0: it ran on CPU); a GPU result is never replaced by a CPU run.
     devices_leased: int = 0
+    #: Private details of ipykernel or IPython that the kernel found not as livecells knows
+    #: them, each with what it did instead (:func:`livecells.kernel_side.hook.fell_back`).
+    fallbacks: list[str] = field(default_factory=list)
     #: Other keys found in a store file (kept as they are, written back unchanged).
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What a kernel says of its session at the end (:func:`livecells.execute.hook.probe`), and
-    the kernelspec it was started from: what the session's :class:`Provenance` is made of."""
-
-    python: str = ""
-    framework_version: str = ""
-    #: The framework's ``gpu_used`` expression was true in the kernel; None: the framework
-    #: cannot say (its expression gave None).
-    gpu_used: bool | None = False
-    host: str = ""
-    #: ``(execution count, error)`` of the cells after which the framework's sync code failed.
-    sync_errors: tuple[tuple[int, str], ...] = ()
-    kernelspec: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, data: Any) -> Probe:
-        """The probe of the kernel's JSON; what is missing or of the wrong type is left out (a
-        cell can replace anything in its kernel)."""
-        if not isinstance(data, dict):
-            return cls()
-
-        def text(key: str) -> str:
-            value = data.get(key)
-            return value if isinstance(value, str) else ""
-
-        sync_errors = tuple(
-            (entry[0], str(entry[1]))
-            for entry in data.get("sync_errors") or []
-            if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], int)
-        )
-        return cls(
-            python=text("python"),
-            framework_version=text("framework_version"),
-            gpu_used=None if "gpu_used" in data and data["gpu_used"] is None else data.get("gpu_used") is True,
-            host=text("host"),
-            sync_errors=sync_errors,
-        )
 
 
 @dataclass
@@ -251,6 +215,10 @@ def current_count(plan_cells: Sequence[CellPlan], record: SessionRecord | None) 
             break
         count += 1
     return count
+
+
+#: The classes of cells the verdict counts against a book (``report --fail-on`` names them).
+VERDICT_CLASSES = ("error", "not-run", "stale")
 
 
 @dataclass(frozen=True)
@@ -394,6 +362,20 @@ class SessionOutcome:
     def stale_cells(self) -> int:
         return len(self.shown.stale)
 
+    def failing(self, execute: ExecuteMode, classes: Sequence[str] = VERDICT_CLASSES) -> dict[str, int]:
+        """Its cells that fail the verdict, by class of ``classes`` (those with none left out):
+        ``error``, the cells shown failed, and 1 for a session that could not run; ``not-run``
+        and ``stale``, unless the page shows what it shows by choice (:attr:`by_choice`, or
+        execution ``off`` for the build). What ``livecells_raise_on_error`` and ``python -m
+        livecells report --fail-on`` count, both."""
+        chosen = self.by_choice or execute == ExecuteMode.OFF
+        counts = {
+            "error": self.errors + (self.status == SessionStatus.FAILED),
+            "not-run": 0 if chosen else self.not_run,
+            "stale": 0 if chosen else self.stale_cells,
+        }
+        return {name: counts[name] for name in classes if counts[name]}
+
 
 @dataclass
 class BuildOutcome:
@@ -436,16 +418,22 @@ class BuildOutcome:
             sum(s.stale_cells for s in sessions),
         )
 
-    def failures(self) -> int:
-        """What fails the build under ``livecells_raise_on_error``: cells shown failed, not run
-        or stale, and sessions that could not run. With execution off (for the build, or for a
-        page: :attr:`SessionOutcome.by_choice`) the pages show what they show by choice: their
-        cells count as not run, and fail nothing."""
-        errors, not_run, stale = self.cell_counts()
-        if self.execute == ExecuteMode.OFF:
-            return errors + self.failed
-        chosen = sum(s.not_run + s.stale_cells for s in self.sessions.values() if s.by_choice)
-        return errors + not_run + stale + self.failed - chosen
+    def failing(self, classes: Sequence[str] = VERDICT_CLASSES) -> list[tuple[SessionOutcome, dict[str, int]]]:
+        """The sessions with cells that fail the verdict in ``classes``, with their counts
+        (:meth:`SessionOutcome.failing`), by page and framework."""
+        found = ((s, s.failing(self.execute, classes)) for _, s in sorted(self.sessions.items()))
+        return [(session, counts) for session, counts in found if counts]
+
+    def unknown_failing(self, classes: Sequence[str] = VERDICT_CLASSES) -> int:
+        """The cells of no known framework that fail the verdict: not run, unless execution is off."""
+        return len(self.unknown) if "not-run" in classes and self.execute != ExecuteMode.OFF else 0
+
+    def failures(self, classes: Sequence[str] = VERDICT_CLASSES) -> int:
+        """What fails the build under ``livecells_raise_on_error`` (and ``report --fail-on``
+        over ``classes``): cells shown failed, not run or stale, and sessions that could not
+        run. With execution off (for the build, or for a page: :attr:`SessionOutcome.by_choice`)
+        the pages show what they show by choice: their cells count as not run, and fail nothing."""
+        return sum(sum(counts.values()) for _, counts in self.failing(classes)) + self.unknown_failing(classes)
 
 
 def stored_outcome(page: str, framework: str, record: SessionRecord) -> SessionOutcome:

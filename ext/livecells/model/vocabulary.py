@@ -164,6 +164,12 @@ class WarningSubtype(Vocabulary):
     RECORDED = "recorded"
     TIMING = "timing"
     VALUE = "value"
+    HOSTED = "hosted"
+    SLIDE = "slide"
+    LIBRARY = "library"
+    #: A name two pages of the library save in two ways (``suppress_warnings`` can hide these
+    #: alone: d2l-en has nine on purpose).
+    LIBRARY_REDEFINED = "library-redefined"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The build's stages wired into Sphinx's events: nothing else happens here.
 
-- ``builder-inited``: the executor (``livecells_executor``) is checked before any page is read;
+- ``builder-inited``: the book's library (``livecells_library``) is written, then the executor
+  (``livecells_executor``) is checked, before any page is read;
 - ``env-before-read-docs``: the frameworks start importing in their fork-server templates while
   Sphinx reads, when the build will probably run cells;
 - ``env-get-outdated``: pages whose session key changed without their source changing (a
@@ -23,24 +24,24 @@ from sphinx.errors import ConfigError
 from sphinx.util import logging
 
 from livecells.config import LivecellsConfig, get_config
-from livecells.execute.executors import ExecutorProblem
+from livecells.errors import ExecutorError
 from livecells.model.records import OUTCOME_ATTRIBUTE, RENDER_WARNED, BuildOutcome, outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.pipeline.guess import changed_frameworks
+from livecells.pipeline.library import write_book_library
 from livecells.pipeline.run import Run, build_state, excluded, executor_of, file_hashes, page_keys, store_of, warn
 from livecells.pipeline.summary import write_summary
 from livecells.pipeline.timings import report_sections, write_chart
 from livecells.plan.keys import file_digest
 from livecells.read.collect import plans
+from livecells.read.env_state import env_state
 
 logger = logging.getLogger(__name__)
 
 
 def _seen(env: BuildEnvironment) -> dict[str, dict[str, Any]]:
     """Per page: the session keys and store digest its written output was made from."""
-    if not hasattr(env, "livecells_seen"):
-        env.livecells_seen = {}  # type: ignore[attr-defined]
-    return env.livecells_seen  # type: ignore[attr-defined,no-any-return]
+    return env_state(env).seen
 
 
 def _mode_signature(config: LivecellsConfig) -> str:
@@ -198,6 +199,7 @@ def on_env_before_read_docs(app: Sphinx, env: BuildEnvironment, docnames: list[s
 
 
 def on_builder_inited(app: Sphinx) -> None:
+    write_book_library(app)  # what the sessions, the templates and the keys read
     state = build_state(app)
     config = get_config(app.env)
     executor = executor_of(app)
@@ -207,7 +209,7 @@ def on_builder_inited(app: Sphinx) -> None:
         warm = list(config.frameworks.values()) if config.fork_kernels else []
         try:
             state.capacity = executor.check(warm)
-        except ExecutorProblem as err:
+        except ExecutorError as err:
             raise ConfigError(str(err)) from None
         if state.capacity.description:
             logger.info(f"livecells: {state.capacity.description}")

@@ -79,6 +79,12 @@ def report_session(
         first = plan.cells[0]
         problem(WarningSubtype.KERNEL, first, first.line, f"{plan.name}: {record.message}")
         return problems
+    if record.provenance.fallbacks and plan.cells:
+        first = plan.cells[0]
+        said = "; ".join(record.provenance.fallbacks)
+        problem(WarningSubtype.KERNEL, first, first.line,
+                f"{plan.name}: the kernel did without private parts of ipykernel or IPython that "
+                f"livecells relies on (a release livecells does not know?): {said}")
     tag = f"live-cell [{plan.framework}]"
     # In order, as the page matches them (a stored record's indices may be another version's).
     for cell, result in zip(plan.cells[:shown], record.cells):

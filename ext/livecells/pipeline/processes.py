@@ -1,11 +1,12 @@
 """The processes a build owns beside Sphinx for sessions on its machine: fork server, guard.
 
 An executor whose sessions run here (``"local"``) asks for a guard
-(:mod:`livecells.execute.reaper`), which makes this process a subreaper and kills every session's
+(:mod:`livecells.kernel_side.reaper`), which makes this process a subreaper and kills every session's
 processes if the build dies, however; with ``livecells_fork_kernels``, for a fork server, which
 keeps a template per framework. Both are made on first use and closed when the build finishes,
 or on the way out of an interrupted one; with ``livecells_keep_warm``, the templates live on for
-the next build of the book (:mod:`livecells.execute.warm`). SIGTERM stops execution as Ctrl-C does, so that every
+the next build of the book (:mod:`livecells.execute.forkserver.warm`). SIGTERM stops execution
+as Ctrl-C does, so that every
 kernel is shut down.
 """
 
@@ -25,8 +26,8 @@ from sphinx.util import logging
 from livecells.sphinx_util import conf_location
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
-    from livecells.execute.forkserver import ForkServer
-    from livecells.execute.reaper import Guard
+    from livecells.execute.forkserver.server import ForkServer
+    from livecells.kernel_side.reaper import Guard
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class Processes:
     def guard(self) -> Guard:
         """The guard, made on first use; this process becomes a subreaper."""
         if self.watcher is None:
-            from livecells.execute.reaper import Guard, set_subreaper
+            from livecells.kernel_side.reaper import Guard, set_subreaper
 
             set_subreaper()  # orphans of kernels that died come here, not to PID 1
             self.watcher = Guard()
@@ -59,8 +60,8 @@ class Processes:
         idle after the build, recorded in ``doctreedir`` for the next build (0: they end with it);
         the templates keep their preload probe's answer there too."""
         if self.server is None:
-            from livecells.execute.forkserver import ForkServer
-            from livecells.execute.warm import KeepWarm
+            from livecells.execute.forkserver.server import ForkServer
+            from livecells.execute.forkserver.warm import KeepWarm
 
             where = conf_location(confdir, "livecells_frameworks")
             warm = None
@@ -84,7 +85,7 @@ class Processes:
             self.server.close()
             self.server = None
         if self.watcher is not None:
-            from livecells.execute.reaper import set_subreaper
+            from livecells.kernel_side.reaper import set_subreaper
 
             self.watcher.close()
             self.watcher = None

@@ -11,6 +11,7 @@ and its problems become warnings located at the cell. What happened to every ses
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import pickle
 from dataclasses import dataclass, field, replace
@@ -25,8 +26,9 @@ from sphinx.util import logging
 from sphinx.util.matching import Matcher
 
 from livecells.config import WARNING_TYPE, LivecellsConfig, get_config
+from livecells.errors import ExecutorError, StoreError
 from livecells.execute.devices import GPU, detect_gpus
-from livecells.execute.executors import Capacity, Executor, ExecutorProblem, Resources, executor_for
+from livecells.execute.executors import Capacity, Executor, Resources, executor_for
 from livecells.model.plans import CellPlan, PagePlan, SessionPlan
 from livecells.model.records import (
     OUTCOME_ATTRIBUTE,
@@ -46,8 +48,9 @@ from livecells.plan.decide import Decision, Environment, Mode, decide
 from livecells.plan.helpers import Helpers, ModuleCache, UsageCache
 from livecells.plan.keys import FileHashes, RunSettings, depends_split, files_digest, session_keys
 from livecells.read.collect import plans, session_plans
+from livecells.read.env_state import env_state
 from livecells.sphinx_util import origin
-from livecells.store import OutputStore, StoreProblem, repaired
+from livecells.store import OutputStore, repaired
 
 if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by builds that run cells
     from livecells.execute.scheduler import Scheduler, SessionJob
@@ -85,7 +88,7 @@ def executor_of(app: Sphinx) -> Executor:
             state.executor = executor_for(value)
             if is_serializable(value):  # what Sphinx pickles with its environment
                 _check_picklable(value)
-        except ExecutorProblem as err:
+        except ExecutorError as err:
             shown = repr(value)
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
             location, given = origin(app, "executor")
@@ -101,7 +104,7 @@ def _check_picklable(value: Any) -> None:
     try:
         pickle.dumps(value)
     except Exception as err:  # PicklingError, TypeError, AttributeError: whatever pickle raises
-        raise ExecutorProblem(
+        raise ExecutorError(
             f"an executor object must be picklable, as Sphinx keeps the configuration ({err}); "
             "give its class, or define the class in a module that conf.py imports"
         ) from None
@@ -113,9 +116,7 @@ def store_of(app: Sphinx) -> OutputStore:
 
 def file_hashes(env: BuildEnvironment) -> FileHashes:
     """The environment's cache of dependency digests (see :func:`livecells.plan.keys.file_digest`)."""
-    if not hasattr(env, "livecells_file_hashes"):
-        env.livecells_file_hashes = {}  # type: ignore[attr-defined]
-    return env.livecells_file_hashes  # type: ignore[attr-defined,no-any-return]
+    return env_state(env).file_hashes
 
 
 def warn(message: str, subtype: WarningSubtype, location: Any = None) -> None:
@@ -130,18 +131,25 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     state = build_state(app)
     hashes = file_hashes(app.env)
     fine = config.depends_granularity == Granularity.DEFINITIONS
+    # The book's library files (livecells_library) are dependencies as livecells_depends' are.
+    library = {f.lib_file: f.module for f in config.library.files} if config.library else {}
     if state.book_depends is None:
         if fine:
             digest, state.book_helpers, problems = depends_split(
-                str(app.srcdir), config.depends, hashes, helper_modules(app.env), helper_usages(app.env)
+                str(app.srcdir), config.depends, hashes, helper_modules(app.env), helper_usages(app.env), library
             )
             state.book_depends = (digest, problems)
         else:
-            state.book_depends = files_digest(str(app.srcdir), config.depends, hashes)
+            files = [path for path in library if (Path(app.srcdir) / path).is_file()]
+            digest, problems = files_digest(str(app.srcdir), config.depends, hashes)
+            if files:
+                own = files_digest(str(app.srcdir), files, hashes)[0]
+                digest = hashlib.sha256(f"{digest}/{own}".encode()).hexdigest()
+            state.book_depends = (digest, problems)
         location, note = origin(app, "depends")
         for problem in state.book_depends[1]:
             warn(f"livecells_depends{note}: {problem}", WarningSubtype.DEPENDS, location)
-    book = state.book_depends[0] if config.depends else ""
+    book = state.book_depends[0] if config.depends or library else ""
     settings = RunSettings(config.timeout, config.output_limit, config.frameworks, config.env_drop)
     helpers = (state.book_helpers or Helpers([], helper_usages(app.env))) if fine else None
     return session_keys(
@@ -151,16 +159,12 @@ def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
 
 def helper_usages(env: BuildEnvironment) -> UsageCache:
     """The environment's cache of what each session reaches of the helper modules."""
-    if not hasattr(env, "livecells_helper_usages"):
-        env.livecells_helper_usages = {}  # type: ignore[attr-defined]
-    return env.livecells_helper_usages  # type: ignore[attr-defined,no-any-return]
+    return env_state(env).helper_usages
 
 
 def helper_modules(env: BuildEnvironment) -> ModuleCache:
     """The environment's cache of helper modules read (see :func:`livecells.plan.helpers.read_helpers`)."""
-    if not hasattr(env, "livecells_helper_modules"):
-        env.livecells_helper_modules = {}  # type: ignore[attr-defined]
-    return env.livecells_helper_modules  # type: ignore[attr-defined,no-any-return]
+    return env_state(env).helper_modules
 
 
 def excluded(app: Sphinx, docname: str) -> bool:
@@ -199,7 +203,11 @@ def session_outcome(
         framework=session.framework,
         source=session.source,
         origin=origin,
-        status=SessionStatus.FAILED if failed else (shown.status if shown else SessionStatus.NOT_RUN),
+        # A shown record with a message did not run (its kernel did not start): failed, whatever
+        # status the file gives it (as the command line's stored_outcome counts it).
+        status=SessionStatus.FAILED if failed or (shown and shown.message) else (
+            shown.status if shown else SessionStatus.NOT_RUN
+        ),
         cells=len(session.cells),
         current=current,
         reason=reason,
@@ -280,7 +288,7 @@ class Run:
         damaged = False
         try:
             records = self.store.records(docname, problems)
-        except StoreProblem as problem:
+        except StoreError as problem:
             problems.append(str(problem))
             records, damaged = {}, True
         if self.config.execute != ExecuteMode.OFF:
@@ -343,7 +351,7 @@ class Run:
             # decision's own warning, or a stored failure to start, already says why no cell ran.
             if not outcome.by_choice and not problems and not (stored and stored.message):
                 outcome.problems += report_unshown(session, outcome, stored)
-            self.outcome.failed += decision.failed
+            self.outcome.failed += outcome.status == SessionStatus.FAILED
             if stored:
                 # The page shows this very read of the store file: one read per build, so that a
                 # file replaced since (a concurrent build, a git pull) cannot put another
@@ -360,16 +368,17 @@ class Run:
         """How the session's page runs, and why it does not by the author's choice ("": it is
         no choice of the page's): ``livecells_execute_exclude`` makes it ``cache`` (stored
         results, else recorded outputs), ``live-settings :execute:`` may say ``off``, ``cache``
-        or ``force`` (see :meth:`ExecuteMode.for_page`)."""
+        or ``force`` (see :meth:`ExecuteMode.for_page`). The choice is the same in a build that
+        runs nothing (``cache``): such a page shows, and fails, what it would in any build."""
         build = self.config.execute
-        if not build.runs:
+        if build == ExecuteMode.OFF:
             return build, ""
         if excluded(self.app, session.docname):
             return ExecuteMode.CACHE, "the page is excluded from execution (livecells_execute_exclude)"
-        execute = build.for_page(session.settings.execute)
-        if execute != build and not execute.runs:
-            return execute, f"the page's live-settings say :execute: {execute}"
-        return execute, ""
+        page = session.settings.execute
+        if page in {ExecuteMode.OFF, ExecuteMode.CACHE}:
+            return page, f"the page's live-settings say :execute: {page}"
+        return build.for_page(page), ""
 
     def unknown_framework(self, docname: str, cell: CellPlan) -> None:
         """A cell of no framework of livecells_frameworks: shown, not run; warned every build."""
@@ -449,7 +458,7 @@ class Run:
         try:
             with sigterm_as_interrupt():
                 run_async(lambda: progress.around(scheduler.run(jobs, on_done, progress.started_one)))
-        except ExecutorProblem as err:  # the execute stage raises its own errors, never Sphinx's
+        except ExecutorError as err:  # the execute stage raises its own errors, never Sphinx's
             raise ExtensionError(f"livecells: {err}") from None
         finally:
             progress.end()
@@ -470,7 +479,7 @@ class Run:
             # stored, so the next build tries again.
             if record.status != SessionStatus.FAILED:
                 self.store.save_record(plan.docname, record)
-        except (StoreProblem, OSError, ValueError, TypeError) as err:
+        except (StoreError, OSError, ValueError, TypeError) as err:
             message = f"{plan.name}: results not stored ({err}); the pages show this build's results"
             warn(message, WarningSubtype.STORE, plan.docname)
         self.changed_pages.add(plan.docname)
@@ -481,5 +490,5 @@ class Run:
         if not record.message:  # else its "kernel" problem says why no cell ran
             outcome.problems += report_unshown(plan, outcome, record)
         self.outcome.ran += 1
-        self.outcome.failed += record.status == SessionStatus.FAILED
+        self.outcome.failed += outcome.status == SessionStatus.FAILED
 

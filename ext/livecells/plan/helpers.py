@@ -23,15 +23,17 @@ imports another helper module or does not parse. Nothing here knows Sphinx.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import json
 import os
 import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from livecells.plan.lookups import dynamic_lookup, import_bindings
 from livecells.plan.modules import (
     READER,
     HelperModule,
@@ -56,6 +58,9 @@ class Usage:
     #: The top-level names of the other modules the cells import (a module of the book's own
     #: folder may import a helper module in turn).
     others: set[str] = field(default_factory=set)
+    #: Every module name the cells import (``from a import b``: ``a`` and ``a.b``), to find the
+    #: helper files a kernel imports by a name other than livecells' own.
+    named: set[str] = field(default_factory=set)
 
     def use(self, module: str, name: str) -> None:
         self.names.setdefault(module, set()).add(name)
@@ -80,6 +85,25 @@ def _python(code: str) -> str | None:
         return manager.transform_cell(code)
     except Exception:  # IPython's transformers raise what they raise on odd input
         return None
+
+
+#: Line magics whose argument is code (``%time d2l.plot(x)``).
+CODE_MAGICS = frozenset({"time", "timeit", "prun", "capture", "debug"})
+
+
+def _magic_code(tree: ast.AST) -> list[str]:
+    """The code that a cell's magics run: a cell magic's body, a ``%time``'s line."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args):
+            continue
+        name = node.args[0].value if isinstance(node.args[0], ast.Constant) else None
+        values = [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if node.func.attr == "run_cell_magic" and len(node.args) == 3:
+            found.extend(values[-1:])
+        elif node.func.attr == "run_line_magic" and name in CODE_MAGICS:
+            found.extend(values[:1])
+    return found
 
 
 #: What sessions reach, by session (or by code): the code's digest and the :class:`Usage`. Kept
@@ -116,6 +140,9 @@ class Helpers:
         self.roots: tuple[str, ...] = tuple(roots)
         self.usages: UsageCache = {} if usages is None else usages
         self._names = json.dumps([sorted(self.known), sorted(self.stems)])
+        #: Each module by its file (the real path), and what a name finds from a folder.
+        self._files = {os.path.realpath(m.location): m.name for m in self.modules.values() if m.location}
+        self._found: dict[tuple[str, str], frozenset[str]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.modules)
@@ -144,12 +171,16 @@ class Helpers:
             usage.imported.update(p for p in prefixes(module) if p in self.known)
         bound: dict[str, str] = {}  # a name -> the helper module or package it is bound to
         trees = []
-        for code in cells:
+        todo = list(cells)
+        while todo:
+            code = todo.pop(0)
             python = _python(code)
             try:
                 tree = ast.parse(python) if python is not None else None
             except (SyntaxError, ValueError):
                 tree = None
+            if tree is not None:
+                todo.extend(_magic_code(tree))  # `%%time` and `%time`: their code is a string
             if tree is None:
                 # Not read: whatever it names of the packages is used as a whole.
                 mentioned = set(self._mention.findall(code)) if self._mention else set()
@@ -159,8 +190,13 @@ class Helpers:
                 continue
             trees.append(tree)
             self._bind(tree, bound, usage)
+        bindings: dict[str, str] = {}
+        for tree in trees:
+            bindings.update(import_bindings(tree))
         for tree in trees:
             self._read(tree, bound, usage)
+            if dynamic_lookup([tree], bindings) is not None:
+                usage.whole |= set(self.modules)  # `globals()`, `sys.modules[name]`, `eval(...)`
         return usage
 
     def _bind(self, tree: ast.Module, bound: dict[str, str], usage: Usage) -> None:
@@ -168,6 +204,7 @@ class Helpers:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
+                    usage.named.update(prefixes(alias.name))
                     usage.imported.update(p for p in prefixes(alias.name) if p in self.known)
                     usage.others.add(alias.name.split(".")[0])
                     self._other_name(alias.name, usage)
@@ -177,6 +214,8 @@ class Helpers:
                         bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 base = node.module
+                usage.named.update(prefixes(base))
+                usage.named.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
                 usage.others.add(base.split(".")[0])
                 self._other_name(base, usage)
                 if base not in self.known:
@@ -195,11 +234,11 @@ class Helpers:
                         usage.use(base, alias.name)
 
     def _other_name(self, name: str, usage: Usage) -> None:
-        """A top-level helper module reached by another name (a namespace package, a folder on
-        ``sys.path``): ``import pkg.helpers`` for ``helpers.py`` uses all of it."""
-        last = name.split(".")[-1]
-        if last in self.stems and name != last:
-            usage.whole.add(last)
+        """A helper module reached under a package it does not know of (a namespace package, a
+        folder on ``sys.path``): ``import pkg.helpers`` for ``helpers.py`` uses all of it."""
+        for module in self.modules:
+            if name.endswith("." + module):
+                usage.whole.add(module)
 
     def _read(self, tree: ast.Module, bound: dict[str, str], usage: Usage) -> None:
         """Each use of a bound name: ``d2l.name`` uses ``name``; anything else, the whole module."""
@@ -241,14 +280,52 @@ class Helpers:
             return
         usage.whole |= self.under(module)  # the chain ends at a module: used as an object
 
+    def found(self, name: str, folders: Iterable[str]) -> set[str]:
+        """The helper modules that importing ``name`` with ``folders`` on ``sys.path`` runs: the
+        file it names, or, for a package whose ``__init__.py`` is not a helper module, every
+        helper module below it (its ``__init__`` may import them)."""
+        found: set[str] = set()
+        if not self._files:
+            return found
+        for folder in folders:
+            known = self._found.get((folder, name))
+            if known is None:
+                known = frozenset(self._find(name, folder))
+                self._found[(folder, name)] = known
+            found |= known
+        return found
+
+    def _find(self, name: str, folder: str) -> set[str]:
+        path = os.path.join(folder, *name.split("."))
+        for file in (path + ".py", os.path.join(path, "__init__.py")):
+            if os.path.isfile(file):
+                real = os.path.realpath(file)
+                if real in self._files:
+                    return {self._files[real]}
+                if file.endswith("__init__.py") and self._init_imports(file, name):
+                    below = os.path.dirname(real) + os.sep
+                    return {m for f, m in self._files.items() if f.startswith(below)}
+                return set()
+        return set()
+
+    def _init_imports(self, path: str, name: str) -> bool:
+        """Whether a package's ``__init__.py`` (not a helper module) may import a helper."""
+        try:
+            tree = ast.parse(_source(path) or "")
+        except (SyntaxError, ValueError):
+            return True
+        if dynamic_lookup([tree], import_bindings(tree, name)) is not None:
+            return True
+        return any(m == name or m.startswith(name + ".") or m in self.known for m in imported_modules(tree, name))
+
     def _local_import(self, names: Iterable[str], folders: Sequence[str]) -> bool:
         """Whether one of ``names`` is a module of the book's own (``name.py`` or a package in one
         of ``folders``) whose source names a helper package, or imports one that does."""
         todo, seen = list(names), set()
         while todo:
             name = todo.pop()
-            if name in seen or name in self.known:
-                continue
+            if name in seen or name in self.known or self.found(name, folders):
+                continue  # a helper module (by another name: counted whole where it is found)
             seen.add(name)
             for folder in folders:
                 for path in (os.path.join(folder, f"{name}.py"), os.path.join(folder, name, "__init__.py")):
@@ -260,9 +337,12 @@ class Helpers:
                     ):
                         return True
                     try:
-                        todo.extend(m.split(".")[0] for m in imported_modules(ast.parse(source), name))
+                        imports = imported_modules(ast.parse(source), name)
                     except (SyntaxError, ValueError):
                         return True
+                    if any(self.found(m, folders) for m in imports):
+                        return True  # a helper by the name a folder on sys.path gives it
+                    todo.extend(m.split(".")[0] for m in imports)
                     if path.endswith("__init__.py"):  # its modules: the whole folder's .py files
                         todo.extend(f"{name}/{f[:-3]}" for f in _python_files(os.path.dirname(path)))
         return False
@@ -274,41 +354,55 @@ class Helpers:
         ``folders``: where a kernel finds the book's own modules (the page's folder), besides
         the folders the helper modules were found from."""
         preload = tuple(preload)
+        folders = tuple(folders)
         usage = self.usage(cells, preload, slot)
-        wholes = set(usage.whole)
+        wholes = set(usage.whole) & set(self.modules)
         others = (usage.others | {p.split(".")[0] for p in preload}) - self.known
-        if others and self._local_import(others, (*folders, *self.roots)):
+        # Where a kernel finds modules by name: the page's folder, the source folder, PYTHONPATH.
+        search = (*folders, *self.roots, *_pythonpath())
+        if others and self._local_import(others, search):
             wholes |= set(self.modules)  # through a module of the book's own that imports one
-        imported = set(usage.imported) | set(usage.names)
+        # The files a kernel imports by a name other than livecells' own (`import helper` for
+        # pkg/helper.py from the page's folder pkg/): all of each.
+        for named in usage.named | {p for m in preload for p in prefixes(m)}:
+            wholes |= {m for m in self.found(named, search) if m != named}
+        imported = set(usage.imported) | set(usage.names) | wholes
         # Importing a module runs its packages' __init__ first, and the modules its code imports.
         todo = list(imported)
         while todo:
             name = todo.pop()
-            for parent in prefixes(name):
-                if parent in self.modules and parent not in imported:
-                    imported.add(parent)
-                    todo.append(parent)
             module = self.modules.get(name)
-            if module is None:
+            reached = set(prefixes(name))
+            if module is not None:
+                inner = {m for m in module.imports if m in self.modules and m != name}
+                inner |= {f for m in module.imports for f in self.found(m, search) if f != m}
+                if inner or not module.readable:
+                    wholes.add(name)
+                    wholes |= inner
+                reached |= inner
+            for other in reached & set(self.modules) - imported:
+                imported.add(other)
+                todo.append(other)
+        # A definition or import that looks up by name may reach any helper module.
+        used: dict[str, set[str]] = {}
+        for name, module in self.modules.items():
+            if name not in imported:
                 continue
-            inner = {m for m in module.imports if m in self.modules and m != name}
-            if inner or not module.readable:
-                wholes.add(name)
-                wholes |= inner
+            if name not in wholes:
+                # A module's __getattr__ answers for the names it does not define (PEP 562).
+                names = {*usage.names.get(name, ()), *module.import_names, "__getattr__"}
+                used[name], all_of_it = module.closure(names)
+                if all_of_it:
+                    wholes |= set(self.modules)
+            if module.dynamic or (name in wholes and module.whole_definitions):
+                wholes |= set(self.modules)
         parts = []
         for name, module in self.modules.items():
             if name in wholes:
                 parts.append([name, "whole", module.path, module.digest])
-                continue
-            if name not in imported:
-                continue
-            # A module's __getattr__ answers for the names it does not define (PEP 562).
-            used, all_of_it = module.closure({*usage.names.get(name, ()), *module.import_names, "__getattr__"})
-            if all_of_it:
-                parts.append([name, "whole", module.path, module.digest])
-                continue
-            definitions = sorted((n, module.definitions.get(n, ABSENT)) for n in used)
-            parts.append([name, "import", module.path, module.import_digest, definitions])
+            elif name in imported:
+                definitions = sorted((n, module.definitions.get(n, ABSENT)) for n in used[name])
+                parts.append([name, "import", module.path, module.import_digest, definitions])
         return digest_of(parts) if parts else ""
 
 
@@ -319,6 +413,11 @@ def _source(path: str) -> str | None:
             return handle.read()
     except (OSError, UnicodeDecodeError, ValueError):
         return None
+
+
+def _pythonpath() -> list[str]:
+    """The folders of ``PYTHONPATH``, which the kernels inherit."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 def _python_files(folder: str) -> list[str]:
@@ -334,14 +433,19 @@ ModuleCache = dict[tuple[str, str], HelperModule]
 
 
 def read_helpers(
-    base: str, files: Iterable[str], cache: ModuleCache | None = None, usages: UsageCache | None = None
+    base: str,
+    files: Iterable[str],
+    cache: ModuleCache | None = None,
+    usages: UsageCache | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> Helpers:
-    """The helper modules among ``files`` (the ``.py`` ones), each parsed once per content."""
+    """The helper modules among ``files`` (the ``.py`` ones), each parsed once per content;
+    ``names``: the import names of some of them (by path), instead of their package folders'."""
     modules = []
     for path in files:
         if not path.endswith(".py"):
             continue
-        relative, name = os.path.relpath(path, base), module_name(path)
+        relative, name = os.path.relpath(path, base), (names or {}).get(path) or module_name(path, base)
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
@@ -358,5 +462,6 @@ def read_helpers(
             known = read_module(name, relative, digest, source)
             if cache is not None:
                 cache[(relative, name)] = known
-        modules.append(known)
+        location = os.path.abspath(path)
+        modules.append(known if known.location == location else dataclasses.replace(known, location=location))
     return Helpers(modules, usages, [base])

@@ -75,7 +75,9 @@ def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings
             entry.append("allow-errors")
         if cell.repeat > 1:  # a repeated cell's samples (a cell run once keeps its old key)
             entry.append([cell.repeat, cell.warmup])
-        digest.update(json.dumps(entry).encode())
+        if cell.options:  # keyed options of read/cell_options.py with no field of their own
+            entry.append({"options": [[name, value] for name, value in cell.options]})
+        digest.update(json.dumps(entry, default=repr).encode())
         digest.update(b"\0")
     return digest.hexdigest()
 
@@ -249,14 +251,20 @@ def depends_split(
     hashes: FileHashes | None = None,
     cache: ModuleCache | None = None,
     usages: UsageCache | None = None,
+    modules: Mapping[str, str] | None = None,
 ) -> tuple[str, Helpers, list[str]]:
     """As :func:`files_digest`, but the Python files among the matches are helper modules
     (:mod:`livecells.plan.helpers`), which each session's key covers as far as it uses them:
-    the hash of the other files, the helper modules, and what to warn of."""
+    the hash of the other files, the helper modules, and what to warn of. ``modules``: more
+    helper modules, by path (relative to ``base``) -> import name (the book's library files,
+    named by their path), read when they are there."""
     files, problems = matched_files(base, patterns)
+    names = {str(Path(base, path).resolve()): name for path, name in (modules or {}).items()}
+    files = list(dict.fromkeys([*files, *(Path(p) for p in names if os.path.isfile(p))]))
     python = [path for path in files if path.suffix == ".py"]
     others = [path for path in files if path.suffix != ".py"]
-    return paths_digest(base, others, hashes), read_helpers(base, map(str, python), cache, usages), problems
+    helpers = read_helpers(base, map(str, python), cache, usages, names)
+    return paths_digest(base, others, hashes), helpers, problems
 
 
 def depends_digest(page: PagePlan, hashes: FileHashes | None = None) -> tuple[str, list[str]]:

@@ -16,19 +16,22 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from livecells.plan.lookups import dynamic_lookup, from_base, import_bindings
+
 #: Bumped when what :func:`read_module` finds changes: a module cached by an older livecells is
 #: read again.
-READER = 1
-#: Calls that read a module's namespace as a whole (the last three without arguments).
-WHOLE_CALLS = frozenset({"globals", "eval", "exec", "__import__", "vars", "locals", "dir"})
+READER = 2
 
 
-def module_name(path: str) -> str:
+def module_name(path: str, root: str | None = None) -> str:
     """The import name of the Python file ``path``: its stem, under each folder above it that
-    holds an ``__init__.py`` (``d2l/torch.py`` -> ``d2l.torch``, ``d2l/__init__.py`` -> ``d2l``)."""
+    holds an ``__init__.py`` (``d2l/torch.py`` -> ``d2l.torch``, ``d2l/__init__.py`` -> ``d2l``),
+    up to ``root`` (the folder its pattern is relative to, which a kernel has on ``sys.path``
+    rather than imports as a package: a source folder with an ``__init__.py`` of its own)."""
     folder, file = os.path.split(os.path.abspath(path))
     parts = [] if file == "__init__.py" else [file[: -len(".py")]]
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
+    stop = os.path.abspath(root) if root is not None else None
+    while folder != stop and os.path.isfile(os.path.join(folder, "__init__.py")):
         folder, name = os.path.split(folder)
         parts.insert(0, name)
         if not name:
@@ -92,13 +95,16 @@ def _import_time(node: ast.stmt) -> list[ast.expr] | None:
     return [e for e in found if any(isinstance(n, ast.Call) for n in ast.walk(e))]
 
 
-def _self_aliases(tree: ast.Module) -> set[str]:
-    """Top-level names bound to the module itself: ``d2l = sys.modules[__name__]``."""
-    found = set()
+def _self_aliases(tree: ast.Module, name: str, bindings: dict[str, str]) -> tuple[set[str], list[ast.stmt]]:
+    """The names bound to the module itself (``d2l = sys.modules[__name__]`` at the top level, an
+    import of its own name anywhere) and the top-level statements that bind the first kind."""
+    found = {bound for bound, module in bindings.items() if module == name}
+    statements = []
     for node in tree.body:
         if isinstance(node, ast.Assign) and "sys.modules[__name__]" == ast.unparse(node.value):
             found.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return found
+            statements.append(node)
+    return found, statements
 
 
 def _bound(node: ast.AST) -> set[str]:
@@ -120,11 +126,14 @@ def _bound(node: ast.AST) -> set[str]:
     return found
 
 
-def _references(nodes: Iterable[ast.AST], aliases: set[str]) -> tuple[set[str], bool]:
-    """The names ``nodes`` read (``name``, ``alias.name``) and whether they read the module as a
-    whole (a bare alias, a dunder attribute of it, ``globals()``...)."""
+def _references(
+    nodes: Iterable[ast.AST], aliases: set[str], bindings: dict[str, str]
+) -> tuple[set[str], bool]:
+    """The names ``nodes`` read (``name``, ``alias.name``) and whether they may read a helper
+    module as a whole: a bare alias or a dunder attribute of it, a lookup by name
+    (:func:`~livecells.plan.lookups.dynamic_lookup`: ``globals()``, ``sys.modules``...)."""
     names: set[str] = set()
-    whole = False
+    whole = dynamic_lookup(nodes, bindings) is not None
     for root in nodes:
         attribute_values = set()
         for node in ast.walk(root):
@@ -137,16 +146,27 @@ def _references(nodes: Iterable[ast.AST], aliases: set[str]) -> tuple[set[str], 
                 if node.id in aliases and id(node) not in attribute_values and not isinstance(node.ctx, ast.Store):
                     whole = True
                 names.add(node.id)
-            elif isinstance(node, ast.Call) and _reads_namespace(node):
-                whole = True
     return names, whole
 
 
-def _reads_namespace(call: ast.Call) -> bool:
-    """``globals()``, ``eval(...)``, ``vars()``: a call that reads the namespace it runs in."""
-    if not isinstance(call.func, ast.Name) or call.func.id not in WHOLE_CALLS:
-        return False
-    return call.func.id not in {"vars", "locals", "dir"} or not (call.args or call.keywords)
+def _registering(tree: ast.Module) -> set[str]:
+    """Top-level classes whose definition runs code of the module's own: those with a
+    ``metaclass=``, or a base (of the module, at any depth) that defines ``__init_subclass__``
+    or has one (a registry: ``class Relu(Activation)`` files itself under ``"relu"``)."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    found = {
+        name for name, node in classes.items()
+        if any(k.arg == "metaclass" for k in node.keywords)
+        or any(getattr(s, "name", None) == "__init_subclass__" for s in node.body)
+    }  # fmt: skip
+    grown = True
+    while grown:
+        grown = False
+        for name, node in classes.items():
+            if name not in found and any(isinstance(b, ast.Name) and b.id in found for b in node.bases):
+                found.add(name)
+                grown = True
+    return found
 
 
 def imported_modules(tree: ast.AST, package: str) -> set[str]:
@@ -158,11 +178,7 @@ def imported_modules(tree: ast.AST, package: str) -> set[str]:
             for alias in node.names:
                 found.update(prefixes(alias.name))
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                above = parts[: len(parts) - (node.level - 1)] if node.level - 1 <= len(parts) else []
-                base = ".".join(p for p in (*above, base) if p)
+            base = from_base(node, package)
             if not base:
                 continue
             found.update(prefixes(base))
@@ -196,10 +212,15 @@ class HelperModule:
     definitions: Mapping[str, str] = field(default_factory=dict)
     #: Per definition: the top-level names it reads.
     references: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: Definitions that read the module as a whole (``globals()``, the module object).
+    #: Definitions that may read a helper module as a whole (``globals()``, the module object,
+    #: a lookup by name): a session that reaches one depends on every helper module whole.
     whole_definitions: frozenset[str] = frozenset()
+    #: What runs on import does such a lookup: every importer depends on every helper whole.
+    dynamic: bool = False
     #: Absolute module names its import statements name (to find other helper modules).
     imports: frozenset[str] = frozenset()
+    #: The file's absolute path (not part of any key): which file a kernel imports by a name.
+    location: str = ""
 
     def closure(self, names: Iterable[str]) -> tuple[set[str], bool]:
         """The definitions ``names`` reach through the module's own definitions (with the names
@@ -225,7 +246,10 @@ def read_module(name: str, path: str, digest: str, source: str | None) -> Helper
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return HelperModule(name, path, digest, readable=False)
-    aliases = _self_aliases(tree)
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    bindings = import_bindings(tree, package)
+    aliases, alias_statements = _self_aliases(tree, name, bindings)
+    registering = _registering(tree)
     starts = [0]
     for line in source.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
@@ -234,7 +258,7 @@ def read_module(name: str, path: str, digest: str, source: str | None) -> Helper
     segments: dict[str, list[str]] = {}
     bodies: dict[str, list[ast.stmt]] = {}
     for node in tree.body:
-        calls = _import_time(node)
+        calls = None if isinstance(node, ast.ClassDef) and node.name in registering else _import_time(node)
         if calls is None:
             on_import.append(node)
             import_text.append(_segment(source, starts, node))
@@ -247,19 +271,17 @@ def read_module(name: str, path: str, digest: str, source: str | None) -> Helper
         import_text.extend(f"{node.name}: {ast.unparse(e)}" for e in calls)
     # A name bound both ways (a def, then `name = other`) is read as code that runs on import.
     for node in list(on_import):
-        for name in _bound(node) & set(segments) if isinstance(node, ast.stmt) else ():
-            import_text.extend(segments.pop(name))
-            on_import.extend(bodies.pop(name))
+        for bound in _bound(node) & set(segments) if isinstance(node, ast.stmt) else ():
+            import_text.extend(segments.pop(bound))
+            on_import.extend(bodies.pop(bound))
     top = set(segments)
     references, whole = {}, set()
     for definition, nodes in bodies.items():
-        read, reads_all = _references(nodes, aliases)
+        read, reads_all = _references(nodes, aliases, bindings)
         references[definition] = frozenset(read & top - {definition})
         if reads_all:
             whole.add(definition)
-    import_read, import_all = _references(on_import, aliases)
-    if import_all:
-        return HelperModule(name, path, digest, readable=False)
+    import_read, import_all = _references([n for n in on_import if n not in alias_statements], aliases, bindings)
     return HelperModule(
         name,
         path,
@@ -269,5 +291,6 @@ def read_module(name: str, path: str, digest: str, source: str | None) -> Helper
         definitions={k: digest_of(v) for k, v in segments.items()},
         references=references,
         whole_definitions=frozenset(whole),
-        imports=frozenset(imported_modules(tree, name if path.endswith("__init__.py") else name.rpartition(".")[0])),
+        dynamic=import_all,
+        imports=frozenset(imported_modules(tree, package)),
     )

@@ -19,6 +19,8 @@ from sphinx.util import logging
 from livecells.config import WARNING_TYPE, get_config
 from livecells.model.plans import CellPlan, PagePlan, PageSettings, SessionPlan
 from livecells.model.vocabulary import ExecuteMode, StderrMode, WarningSubtype
+from livecells.read.cell_options import plan_options
+from livecells.read.env_state import env_state
 from livecells.read.nodes import ALL, live_cell, live_settings
 
 logger = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
                 allow_errors=config.allow_errors,
                 repeat=cell.get("repeat", 1),
                 warmup=cell.get("warmup", 0) if cell.get("repeat", 1) > 1 else 0,
+                options=plan_options(cell),
             )
         )
     settings_nodes = list(doctree.findall(live_settings))
@@ -85,7 +88,7 @@ def _page_plan(app: Sphinx, doctree: nodes.document, docname: str) -> PagePlan |
 
 
 class PlanCollector(EnvironmentCollector):
-    """Keeps every page's :class:`PagePlan` in ``env.livecells_plans``."""
+    """Keeps every page's :class:`PagePlan` in the environment (:func:`plans`)."""
 
     def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
         plans(env).pop(docname, None)
@@ -107,9 +110,7 @@ class PlanCollector(EnvironmentCollector):
 
 def plans(env: BuildEnvironment) -> dict[str, PagePlan]:
     """Every page's plan, kept in (and pickled with) the build environment."""
-    if not hasattr(env, "livecells_plans"):
-        env.livecells_plans = {}  # type: ignore[attr-defined]
-    return env.livecells_plans  # type: ignore[attr-defined,no-any-return]
+    return env_state(env).plans
 
 
 def session_plans(env: BuildEnvironment, order: Iterable[str], tags: Any = None) -> list[SessionPlan]:

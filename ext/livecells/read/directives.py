@@ -13,8 +13,6 @@ is docutils' own.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 from docutils import nodes
@@ -25,11 +23,11 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from livecells.config import STDERR_MODES, WARNING_TYPE, get_config
-from livecells.model.vocabulary import ExecuteMode, StderrMode, WarningSubtype
-from livecells.read.display import DISPLAY_OPTIONS, display_attributes
+from livecells.config import WARNING_TYPE, get_config
+from livecells.model.vocabulary import ExecuteMode, WarningSubtype
+from livecells.read.cell_options import OPTION_SPEC, node_attributes, seconds
+from livecells.read.display import display_attributes
 from livecells.read.nodes import ALL, live_cell, live_settings, live_text
-from livecells.read.values import value_option
 
 logger = logging.getLogger(__name__)
 
@@ -49,33 +47,6 @@ def _frameworks_argument(argument: str) -> list[str]:
     return names
 
 
-def _raises(argument: str | None) -> list[str]:
-    if not argument:
-        return []
-    return [part.strip() for part in argument.replace(" ", ",").split(",") if part.strip()]
-
-
-def _seconds(argument: str) -> float:
-    value = float(directives.unchanged_required(argument))
-    if not math.isfinite(value) or value <= 0:  # nan and inf would mean no time limit
-        raise ValueError("must be a positive, finite number of seconds")
-    return value
-
-
-def _stderr(argument: str) -> StderrMode:
-    return StderrMode(directives.choice(argument, STDERR_MODES))
-
-
-def _count(least: int) -> Callable[[str], int]:
-    def check(argument: str) -> int:
-        value = int(directives.unchanged_required(argument))
-        if value < least:
-            raise ValueError(f"must be an integer of at least {least}")
-        return value
-
-    return check
-
-
 def _execute(argument: str) -> ExecuteMode:
     return ExecuteMode(directives.choice(argument, ExecuteMode.words()))
 
@@ -90,21 +61,7 @@ class LiveCellDirective(SphinxDirective):
     required_arguments = 1
     final_argument_whitespace = True
     has_content = True
-    option_spec = {
-        "hide-code": directives.flag,
-        "hide-output": directives.flag,
-        "raises": _raises,
-        "timeout": _seconds,
-        "stderr": _stderr,
-        "no-timing": directives.flag,
-        "name": directives.unchanged_required,
-        "class": directives.class_option,
-        "repeat": _count(1),
-        "warmup": _count(0),
-        "timings": lambda argument: directives.choice(argument, ("all-devices",)),
-        **DISPLAY_OPTIONS,  # how the cell is shown, never what runs (read/display.py)
-        "value": value_option,
-    }
+    option_spec = OPTION_SPEC  # every option is a row of read/cell_options.py
 
     def run(self) -> list[nodes.Node]:
         config = get_config(self.env)
@@ -145,21 +102,10 @@ class LiveCellDirective(SphinxDirective):
             code=code,
             frameworks=frameworks,
             unknown=unknown,
-            hide_code="hide-code" in self.options,
-            hide_output="hide-output" in self.options,
-            raises=self.options.get("raises"),
-            timeout=self.options.get("timeout"),
-            # The cell's own :stderr:, else the book's livecells_stderr.
-            stderr=self.options.get("stderr", config.stderr),
-            no_timing="no-timing" in self.options,
             # The first line of code in the source, so errors can point inside the cell.
             code_line=code_line,
-            classes=self.options.get("class", []),
-            repeat=self.options.get("repeat", config.repeat),
-            warmup=self.options.get("warmup", config.warmup),
-            all_devices="timings" in self.options,
+            **node_attributes(self.options, config),
             **display,
-            value=self.options.get("value"),
         )
         self.set_source_info(cell)
         self.add_name(cell)
@@ -222,7 +168,7 @@ class LiveSettingsDirective(SphinxDirective):
     has_content = False
     option_spec = {
         "gpus": directives.nonnegative_int,
-        "timeout": _seconds,
+        "timeout": seconds,
         "depends": _patterns,
         "execute": _execute,
     }

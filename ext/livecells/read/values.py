@@ -11,6 +11,7 @@ cells' ``:value:`` and ``:name:`` names, for render to find them after the cells
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from sphinx.environment.collectors import EnvironmentCollector
 from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
+from livecells.read.env_state import env_state
 from livecells.read.nodes import live_cell, live_recorded, live_text
 
 #: The kinds of pending node: a value's text, a cell's time, the ratio of two cells' times.
@@ -78,24 +80,30 @@ class PlaceQuotes(SphinxTransform):
         for text in self.document.findall(live_text):
             for node in text.findall(lambda n: isinstance(n, (live_value, live_value_block))):
                 node["implied"] = list(text["frameworks"])
-        by_parent: dict[int, tuple[nodes.Element, list[live_value]]] = {}
-        for node in self.document.findall(live_value):
-            by_parent.setdefault(id(node.parent), (node.parent, []))[1].append(node)
-        files: dict[str, list[str]] = {}
-        for parent, found in by_parent.values():
-            raw = parent.rawsource if isinstance(parent, nodes.TextElement) else ""
-            start = 0
-            for node in found:
-                # The role's text in backticks: the same in RST (:role:`x`) and MyST ({role}`x`).
-                quoted = f"`{node.get('target', '')}`"
-                if node.line is None:
-                    break
-                at = raw.find(quoted, start)
-                if at >= 0:
-                    node.line += raw.count("\n", 0, at)
-                    start = at + len(quoted)
-                else:  # no paragraph source: the role's text in its file, from the paragraph on
-                    start = node.line = _line_in_file(files, node.source, quoted, max(node.line, start))
+        role_lines(self.document.findall(live_value), lambda node: node.get("target", ""))
+
+
+def role_lines(roles: Iterable[nodes.Element], text_of: Callable[[nodes.Element], str]) -> None:
+    """Each role's line its own, not its paragraph's first (which the parsers give a role):
+    found by its text (``text_of``) in backticks, the same in RST (:role:`x`) and MyST
+    ({role}`x`), in the paragraph's source, else in its file from the paragraph on."""
+    by_parent: dict[int, tuple[nodes.Element, list[nodes.Element]]] = {}
+    for node in roles:
+        by_parent.setdefault(id(node.parent), (node.parent, []))[1].append(node)
+    files: dict[str, list[str]] = {}
+    for parent, found in by_parent.values():
+        raw = parent.rawsource if isinstance(parent, nodes.TextElement) else ""
+        start = 0
+        for node in found:
+            quoted = f"`{text_of(node)}`"
+            if node.line is None:
+                break
+            at = raw.find(quoted, start)
+            if at >= 0:
+                node.line += raw.count("\n", 0, at)
+                start = at + len(quoted)
+            else:  # no paragraph source: the role's text in its file, from the paragraph on
+                start = node.line = _line_in_file(files, node.source, quoted, max(node.line, start))
 
 
 def _line_in_file(files: dict[str, list[str]], source: str | None, text: str, line: int) -> int:
@@ -129,7 +137,7 @@ class PageNames:
 
 
 class NamesCollector(EnvironmentCollector):
-    """Keeps every page's :class:`PageNames` in ``env.livecells_names`` (``-j`` safe)."""
+    """Keeps every page's :class:`PageNames` in the environment (:func:`page_names`; ``-j`` safe)."""
 
     def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
         page_names(env).pop(docname, None)
@@ -162,9 +170,7 @@ class NamesCollector(EnvironmentCollector):
 
 def page_names(env: BuildEnvironment) -> dict[str, PageNames]:
     """Every page's named cells, kept in (and pickled with) the build environment."""
-    if not hasattr(env, "livecells_names"):
-        env.livecells_names = {}  # type: ignore[attr-defined]
-    return env.livecells_names  # type: ignore[attr-defined,no-any-return]
+    return env_state(env).names
 
 
 def value_option(argument: str | None) -> str:

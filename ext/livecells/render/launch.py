@@ -25,10 +25,15 @@ BOOK_THEME_GROUP = "launch-buttons"
 
 
 def launch_links(app: Sphinx, docname: str, framework: str, path: str) -> list[tuple[str, str, str]]:
-    """``(label, url, icon)`` of each configured service that has a template for ``framework``."""
+    """``(label, url, icon)`` of each configured service that has a template for ``framework``.
+    ``path`` is the download notebook's; a service with notebooks of its own
+    (``livecells_hosted``) opens its own, at its path in the service's folder."""
+    config = get_config(app.env)
+    hosted = {service.name: service for service in config.hosted}
     links = []
-    for target in get_config(app.env).launch:
-        url = target.url(framework, docname, path)
+    for target in config.launch:
+        service = hosted.get(target.name)
+        url = target.url(framework, docname, service.notebook_path(docname) if service else path)
         if url is not None:
             links.append((target.label, url, target.icon))
     return links

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from docutils import nodes
 
+from livecells.errors import UnsafeMathError
 from livecells.render.safe_tex import unsafe_tex
 
 # Math in a text/latex output, as MathJax finds it in JupyterLab: display math, environments and
@@ -24,10 +25,6 @@ _LATEX_MATH = re.compile(
 )
 
 
-class UnsafeMath(ValueError):
-    """Math from a cell that holds TeX outside the allowlist (:mod:`livecells.render.safe_tex`)."""
-
-
 #: Classes that keep MathJax (3 and 4: ``mathjax_*``; 2: ``tex2jax_*``) out of an output, and let
 #: it into the math that passed the check.
 MATHJAX_IGNORE = ["mathjax_ignore", "tex2jax_ignore"]
@@ -37,14 +34,14 @@ MATHJAX_PROCESS = ["mathjax_process", "tex2jax_process"]
 def checked_math(box: nodes.Element, builder_format: str, allow_html: bool) -> nodes.Element:
     """``box`` marked for MathJax (inside a cell that is kept from it): all of it, as JupyterLab
     typesets an output, where HTML from cells is allowed; else only its math, and only if every
-    command is on the allowlist (else :class:`UnsafeMath`), as for a ``.tex`` file always."""
+    command is on the allowlist (else :class:`UnsafeMathError`), as for a ``.tex`` file always."""
     if builder_format == "html" and allow_html:
         box["classes"] = [*box["classes"], *MATHJAX_PROCESS]
         return box
     for node in box.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block))):
         found = unsafe_tex(node.astext())
         if found is not None:
-            raise UnsafeMath(f"its math holds {found}")
+            raise UnsafeMathError(f"its math holds {found}")
         if builder_format == "html":
             node["classes"] = [*node["classes"], *MATHJAX_PROCESS]
     return box

@@ -11,9 +11,13 @@ first tab set.
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import posixpath
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from docutils import nodes
 from sphinx import addnodes
@@ -36,6 +40,9 @@ DOWNLOAD_DIR = "_downloads/livecells"
 
 #: ``(kind, value, framework)``: see :func:`page_pieces`.
 Piece = tuple[str, Any, str | None]
+#: An image's URL in a notebook, from its URI in the doctree (a path from the source folder, or
+#: a remote URL); None: the notebook shows its text alone.
+ImageURL = Callable[[str, nodes.Element], "str | None"]
 
 #: Nodes that say nothing in a notebook.
 _SKIPPED = (
@@ -80,6 +87,8 @@ def download_links(
     """
     if not writes_notebooks(app):
         return None
+    from livecells.render.hosted import write_hosted
+
     plan = plans(app.env).get(docname)
     if plan is None:
         return None
@@ -97,9 +106,11 @@ def download_links(
             "display_name": f"{spec.label} ({spec.kernel})",
             "language": "python",
         }
-        notebook = build_notebook(plan, spec, matched, pieces, title, kernelspec, collapsed)
-        target = Path(app.builder.outdir) / notebook_path(docname, spec.name)
-        _write(target, json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        path = notebook_path(docname, spec.name)
+        # The page's notebook of the framework, with images at the URLs a function of its gives.
+        make = functools.partial(build_notebook, plan, spec, matched, pieces, title, kernelspec, collapsed)
+        write_json(Path(app.builder.outdir) / path, make(site_images(app, path)))
+        write_hosted(app, docname, spec.name, kernelspec, make, first=len(para) == 1)
         if len(para) > 1:
             para += nodes.Text(" · ")
         uri = page_url(app.builder, docname, notebook_path(docname, spec.name))
@@ -116,11 +127,12 @@ def build_notebook(
     title: str,
     kernelspec: dict[str, str],
     collapsed: dict[int, dict[str, Any]] | None = None,
+    image_url: ImageURL | None = None,
 ) -> dict[str, Any]:
     """One framework's notebook of the page (nbformat 4.5, as plain JSON data): markdown prose,
-    code cells (with ``collapsed``'s metadata, by cell index), their outputs. Built as data
-    rather than through nbformat, whose constructors validate every cell: the tests validate
-    the files instead."""
+    images (at ``image_url``'s URLs; none without it), code cells (with ``collapsed``'s metadata,
+    by cell index), their outputs. Built as data rather than through nbformat, whose
+    constructors validate every cell: the tests validate the files instead."""
     cells_by_index = {c.index: c for c in plan.cells if spec.name in c.frameworks}
     notebook: dict[str, Any] = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     markdown: list[str] = []
@@ -136,9 +148,17 @@ def build_notebook(
 
     known = set(plan.frameworks)
     for kind, value, framework in pieces:
+        if kind in {"md", "image"} and not (framework is None or framework == spec.name or framework not in known):
+            continue
         if kind == "md":
-            if framework is None or framework == spec.name or framework not in known:
-                markdown.append(value)
+            markdown.append(value)
+            continue
+        if kind == "image":
+            url = image_url(value[0], value[2]) if image_url is not None else None
+            if url is not None:
+                markdown.append(f"![{_alt(value[1])}]({url})")
+            elif value[1]:
+                markdown.append(value[1])
             continue
         cell = cells_by_index.get(value)
         if cell is None:
@@ -231,6 +251,15 @@ def _walk(node: nodes.Element, depth: int, framework: str | None, pieces: list[P
             continue
         elif isinstance(child, nodes.section):
             _walk(child, depth + 1, framework, pieces)
+        elif isinstance(child, nodes.figure):
+            caption = next((c for c in child.children if isinstance(c, nodes.caption)), None)
+            text = _inline(caption, framework) if caption is not None else ""
+            for image in child.findall(nodes.image):
+                pieces.append(("image", (image_uri(image), image.get("alt") or text, image), framework))
+            for legend in child.findall(nodes.legend):
+                _walk(legend, depth, framework, pieces)
+        elif isinstance(child, nodes.image):
+            pieces.append(("image", (image_uri(child), child.get("alt", ""), child), framework))
         elif isinstance(child, nodes.title):
             pieces.append(("md", "#" * max(1, min(depth, 6)) + " " + _inline(child, framework), framework))
         elif isinstance(child, nodes.paragraph):
@@ -277,12 +306,65 @@ def _inline(node: nodes.Element, framework: str | None = None) -> str:
     return "".join(parts).replace("\n", " ")
 
 
+# -- images ----------------------------------------------------------------------------------------
+
+
+def image_uri(node: nodes.image) -> str:
+    """An image's URI: its path from the source folder (Sphinx's candidates; of several, the
+    first of SVG, PNG, JPEG, GIF), or its remote URL."""
+    candidates = node.get("candidates") or {}
+    if "?" in candidates or "*" in candidates:
+        return str(candidates.get("?", candidates.get("*")))
+    for mime in ("image/svg+xml", "image/png", "image/jpeg", "image/gif"):
+        if mime in candidates:
+            return str(candidates[mime])
+    return str(next(iter(candidates.values()), node.get("uri", "")))
+
+
+def remote_image(uri: str) -> str | None:
+    """A remote image's URL as a markdown link may hold it (None: not ``http(s)``)."""
+    if not uri.lower().startswith(("https://", "http://")):
+        return None
+    return markdown_url(quote(uri, safe=":/?#[]@!$&'*+,;=%~"))
+
+
+def markdown_url(url: str) -> str:
+    """A quoted URL with its parentheses escaped too: markdown's ``(...)`` ends at one."""
+    return url.replace("(", "%28").replace(")", "%29")
+
+
+def site_images(app: Sphinx, notebook: str) -> ImageURL:
+    """Images of a download notebook: the copies in the site's ``_images`` folder, relative to
+    the notebook (``notebook``: its path in the output folder)."""
+    images = app.env.images
+    imagedir = getattr(app.builder, "imagedir", "_images")
+
+    def url(uri: str, node: nodes.Element) -> str | None:
+        if uri in images:
+            target = f"{imagedir}/{images[uri][1]}"
+            return markdown_url(quote(posixpath.relpath(target, posixpath.dirname(notebook))))
+        return remote_image(uri)
+
+    return url
+
+
+def _alt(text: str) -> str:
+    """Text as a markdown image's alt text: one line, its brackets and backslashes escaped."""
+    text = " ".join(text.split())
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
 # -- helpers ---------------------------------------------------------------------------------------
 
 
 def _page_title(app: Sphinx, docname: str) -> str:
     title = app.env.titles.get(docname)
     return title.astext() if title is not None else docname
+
+
+def write_json(path: Path, notebook: dict[str, Any]) -> None:
+    """A notebook's file, as the downloads and the hosted notebooks are written."""
+    _write(path, json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def _write(path: Path, text: str) -> None:

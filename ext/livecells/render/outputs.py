@@ -22,6 +22,7 @@ from docutils import nodes
 from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE, LivecellsConfig
+from livecells.errors import StoreEntryError, UnsafeMathError
 from livecells.model.mime import MAX_IMAGE_BYTES, MIME_TYPES, MimeType, mime_priority
 from livecells.model.records import RENDER_WARNED, CellRecord
 from livecells.model.streams import shown_outputs
@@ -29,16 +30,10 @@ from livecells.model.text import css_name, one_line, strip_ansi, xml_text
 from livecells.model.values import hidden
 from livecells.model.vocabulary import StderrMode, WarningSubtype
 from livecells.read.nodes import live_cell
+from livecells.render import mime_plugins
 from livecells.render.ansi import ansi_to_html, ansi_to_latex, has_colours
-from livecells.render.markup import (
-    MATHJAX_PROCESS,
-    UnsafeMath,
-    checked_math,
-    latex_nodes,
-    markdown_nodes,
-    text_block,
-)
-from livecells.store import Invalid, check_output, shown_output
+from livecells.render.markup import MATHJAX_PROCESS, checked_math, latex_nodes, markdown_nodes, text_block
+from livecells.store import check_output, shown_output
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +46,11 @@ class Outputs:
         self.format = builder.format
         self.config = config
         self.docname = docname
-        #: The representations this builder shows, best first.
+        #: The representations this builder shows, best first (the mime renderers' overrides,
+        #: then the book's: see render/mime_plugins.py).
         self.priority = mime_priority(
-            builder.name, builder.format, config.mime_priority, html_as_markup=config.allow_html
+            builder.name, builder.format, (*mime_plugins.priority_overrides(), *config.mime_priority),
+            html_as_markup=config.allow_html,
         )
 
     def warn(self, cell: live_cell, framework: str, message: str) -> None:
@@ -83,7 +80,7 @@ class Outputs:
                 continue
             try:
                 check_output(output, f"output {position + 1}")
-            except Invalid as err:
+            except StoreEntryError as err:
                 out.extend(self.render_run(cell, run, framework))
                 run = []
                 out.extend(self.refused_note(cell, framework, str(err)))
@@ -107,7 +104,7 @@ class Outputs:
                 output = {**output, "name": shown_as}
             return self._output_nodes(cell, output)
         except Exception as err:  # one output never ends the build
-            why = str(err) if isinstance(err, Invalid) else f"{type(err).__name__}: {err}"
+            why = str(err) if isinstance(err, StoreEntryError) else f"{type(err).__name__}: {err}"
             return self.refused_note(cell, framework, why)
 
     def render_run(self, cell: live_cell, run: list[dict[str, Any]], framework: str) -> list[nodes.Node]:
@@ -185,37 +182,35 @@ class Outputs:
         return text_block(plain[:-1] if plain.endswith("\n") else plain, classes)
 
     def _mime_nodes(self, cell: live_cell, data: dict[str, Any]) -> list[nodes.Node]:
+        """The nodes of the best representation that a mime renderer shows (livecells' own
+        first); one that fails is a located warning, and the next is tried."""
         refused = ""  # math refused by the allowlist: shown as text when nothing else is
         for mime in self.priority:
             if mime not in data:
                 continue
-            kind = MIME_TYPES[mime]
-            value = data[mime]
-            if isinstance(value, list) and kind.shown_as != "json":
-                value = "".join(str(v) for v in value)
-            if isinstance(value, str):  # text that no page (HTML, XHTML, LaTeX) can hold goes
-                value = xml_text(value)
-            try:
-                rendered = _SHOWN_AS[kind.shown_as](self, kind, value)
-            except UnsafeMath as err:
-                self.warned()
-                logger.warning(
-                    f"a {mime} output is not shown as math: {err}; the next representation (or "
-                    "its source, as text) is shown instead",
-                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
-                )
-                refused = refused or str(value)
-                continue
-            except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
-                self.warned()
-                logger.warning(
-                    f"a {mime} output could not be shown ({type(err).__name__}: {err}); "
-                    "the next representation is shown instead",
-                    type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
-                )
-                continue
-            if rendered:
-                return rendered
+            for renderer in mime_plugins.renderers():
+                try:
+                    rendered = renderer.handle_mime(self, mime, data[mime])
+                except UnsafeMathError as err:
+                    self.warned()
+                    logger.warning(
+                        f"a {mime} output is not shown as math: {err}; the next representation (or "
+                        "its source, as text) is shown instead",
+                        type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
+                    )
+                    refused = refused or str(data[mime])
+                    break
+                except Exception as err:  # binascii.Error is a ValueError; another package's anything
+                    self.warned()
+                    by = "" if renderer.name == "livecells" else f" by the mime renderer {renderer.name!r}"
+                    logger.warning(
+                        f"a {mime} output could not be shown{by} ({type(err).__name__}: {one_line(str(err), 200)}); "
+                        "the next representation is shown instead",
+                        type=WARNING_TYPE, subtype=WarningSubtype.OUTPUT, location=cell_location(cell),
+                    )
+                    continue
+                if rendered:
+                    return list(rendered)
         return [self.text(refused, ["livecells-result"])] if refused else []
 
     # One method per way of showing a representation (MimeType.shown_as); each gives the nodes
@@ -328,3 +323,22 @@ def note(text: str, *classes: str) -> nodes.paragraph:
     """A line of livecells' own about a cell (stored text in it loses its escapes and controls)."""
     text = strip_ansi(text)  # it may hold stored text (a device, a date, a reason)
     return nodes.paragraph(text, text, classes=list(classes))
+
+
+class Builtin:
+    """livecells' own mime renderer, the first of ``livecells.mime_renderers`` (see
+    render/mime_plugins.py): the types of :data:`~livecells.model.mime.MIME_TYPES`, in the
+    builders' orders of :data:`~livecells.model.mime.PRIORITIES`."""
+
+    mime_priority_overrides: tuple[tuple[str, str, int | None], ...] = ()
+
+    @staticmethod
+    def handle_mime(outputs: Outputs, mime: str, value: Any) -> list[nodes.Node] | None:
+        kind = MIME_TYPES.get(mime)
+        if kind is None:
+            return None
+        if isinstance(value, list) and kind.shown_as != "json":
+            value = "".join(str(v) for v in value)
+        if isinstance(value, str):  # text that no page (HTML, XHTML, LaTeX) can hold goes
+            value = xml_text(value)
+        return _SHOWN_AS[kind.shown_as](outputs, kind, value)

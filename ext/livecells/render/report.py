@@ -29,6 +29,7 @@ from livecells.model.device_report import device_chart, device_rows, device_tabl
 from livecells.model.records import SessionOutcome, outcome_of
 from livecells.model.text import one_line
 from livecells.model.vocabulary import ExecuteMode, Origin, SessionStatus
+from livecells.read.env_state import env_state
 from livecells.render.markup import MATHJAX_IGNORE
 from livecells.render.timing import format_date, format_seconds
 from livecells.sphinx_util import app_of
@@ -238,7 +239,7 @@ class RenderLiveReport(SphinxPostTransform):
 
 
 class ReportCollector(EnvironmentCollector):
-    """Keeps the pages that hold a report in ``env.livecells_reports``."""
+    """Keeps the pages that hold a report in the environment (:func:`report_pages`)."""
 
     def clear_doc(self, app: Sphinx, env: BuildEnvironment, docname: str) -> None:
         report_pages(env).discard(docname)
@@ -254,9 +255,7 @@ class ReportCollector(EnvironmentCollector):
 
 
 def report_pages(env: BuildEnvironment) -> set[str]:
-    if not hasattr(env, "livecells_reports"):
-        env.livecells_reports = set()  # type: ignore[attr-defined]
-    return env.livecells_reports  # type: ignore[attr-defined,no-any-return]
+    return env_state(env).reports
 
 
 def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
@@ -270,9 +269,7 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     ]
     digest = hashlib.sha256(json.dumps([shown, get_config(app.env).execute], sort_keys=True).encode()).hexdigest()
     # Per builder: builders that share one environment each write their own copy of the page.
-    if not hasattr(env, "livecells_report_digests"):
-        env.livecells_report_digests = {}  # type: ignore[attr-defined]
-    digests: dict[str, str] = env.livecells_report_digests  # type: ignore[attr-defined]
+    digests = env_state(env).report_digests
     if digests.get(app.builder.name) == digest:
         return []
     digests[app.builder.name] = digest

@@ -3,10 +3,7 @@ the shape a stored session must have (:mod:`.schema`), and the one place records
 (:mod:`.codec`)."""
 
 from livecells.store.codec import repaired, session_from_json, session_to_json
-from livecells.store.files import OutputStore, StoreProblem
-from livecells.store.schema import Invalid, check_output, shown_output
+from livecells.store.files import OutputStore
+from livecells.store.schema import check_output, shown_output
 
-__all__ = [
-    "Invalid", "OutputStore", "StoreProblem", "check_output", "repaired", "session_from_json", "session_to_json",
-    "shown_output",
-]
+__all__ = ["OutputStore", "check_output", "repaired", "session_from_json", "session_to_json", "shown_output"]

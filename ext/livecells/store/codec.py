@@ -25,6 +25,9 @@ def session_to_json(record: SessionRecord) -> dict[str, Any]:
     """The store's JSON of a session record (plain data, as it is written to the file)."""
     provenance = {name: getattr(record.provenance, name) for name in _PROVENANCE_FIELDS}
     provenance["kernelspec"] = dict(record.provenance.kernelspec)
+    provenance["fallbacks"] = list(record.provenance.fallbacks)
+    if not provenance["fallbacks"]:  # the rule: a store file says what happened, not what did not
+        del provenance["fallbacks"]
     provenance.update(record.provenance.extra)
     data: dict[str, Any] = {
         "framework": record.framework,
@@ -97,6 +100,7 @@ def session_from_json(data: dict[str, Any]) -> SessionRecord:
     provenance = dict(data.get("provenance") or {})
     known = {name: provenance.pop(name) for name in _PROVENANCE_FIELDS if name in provenance}
     known["kernelspec"] = dict(known.get("kernelspec") or {})
+    known["fallbacks"] = list(known.get("fallbacks") or [])
     for name in ("device_count", "devices_leased"):
         if known.get(name) is None:
             known.pop(name, None)

@@ -20,18 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from livecells.errors import StoreEntryError, StoreError
 from livecells.model.records import SessionRecord
 from livecells.store.codec import session_from_json, session_to_json
-from livecells.store.schema import Invalid, check_session
+from livecells.store.schema import check_session
 
 FORMAT = 1
 SUFFIX = ".json"
 #: What happens to a store file that cannot be read: said loudly, since the file is overwritten.
 REPLACED = "its results will be recomputed, and the file replaced when they are stored"
-
-
-class StoreProblem(Exception):
-    """A store file that cannot be used; the message says which and why."""
 
 
 class OutputStore:
@@ -63,7 +60,7 @@ class OutputStore:
     def load(self, docname: str, problems: list[str] | None = None) -> dict[str, Any]:
         """The page's record (``{"format", "page", "sessions"}``); empty if there is none.
 
-        Raises :class:`StoreProblem` for a file that is damaged or from a newer format. A
+        Raises :class:`StoreError` for a file that is damaged or from a newer format. A
         session whose record has the wrong shape is left out, and why is added to ``problems``.
         """
         path = self.path(docname)
@@ -72,21 +69,21 @@ class OutputStore:
         except FileNotFoundError:
             return _empty(docname)
         except (OSError, UnicodeDecodeError) as err:
-            raise StoreProblem(f"{path}: cannot be read ({err})") from None
+            raise StoreError(f"{path}: cannot be read ({err})") from None
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as err:
             reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
-            raise StoreProblem(f"{path}: damaged ({reason}); {REPLACED}") from None
+            raise StoreError(f"{path}: damaged ({reason}); {REPLACED}") from None
         if not isinstance(data, dict) or not isinstance(data.get("sessions"), dict):
-            raise StoreProblem(f"{path}: not a livecells store file; {REPLACED}")
+            raise StoreError(f"{path}: not a livecells store file; {REPLACED}")
         version = data.get("format")
         if type(version) is not int:
-            raise StoreProblem(
+            raise StoreError(
                 f"{path}: not a livecells store file (format {version!r}); {REPLACED}"
             )
         if version > FORMAT:
-            raise StoreProblem(
+            raise StoreError(
                 f"{path}: written in store format {version!r}, newer than this livecells "
                 f"understands ({FORMAT}); it is left alone and its results are not used"
             )
@@ -112,7 +109,7 @@ class OutputStore:
         with self._locked(docname):
             try:
                 data = self.load(docname)  # sessions of the wrong shape are dropped
-            except StoreProblem as problem:
+            except StoreError as problem:
                 if _is_newer(self.path(docname)):
                     raise
                 data = _empty(docname)  # a damaged file is replaced
@@ -123,19 +120,19 @@ class OutputStore:
     def remove(self, docname: str, frameworks: list[str] | None = None) -> bool:
         """Drop a page's results (or some frameworks'); True if anything was removed.
 
-        Raises :class:`StoreProblem` when the file cannot be changed (or, for some frameworks'
+        Raises :class:`StoreError` when the file cannot be changed (or, for some frameworks'
         results, read)."""
         path = self.path(docname)
         root = self.root.resolve()
         if root not in path.resolve().parents:  # "../../tsconfig", "/etc/x": not the store's
-            raise StoreProblem(f"{path}: not in the store folder {root}; left alone")
+            raise StoreError(f"{path}: not in the store folder {root}; left alone")
         if not path.exists():
             return False
         try:
             with self._locked(docname):
                 if frameworks is None:
                     if _foreign(path):
-                        raise StoreProblem(
+                        raise StoreError(
                             f"{path}: JSON that is not a livecells store file; left alone (is "
                             "the store folder right?)"
                         )
@@ -149,7 +146,7 @@ class OutputStore:
                     path.unlink(missing_ok=True)
                 return bool(removed)
         except OSError as err:
-            raise StoreProblem(f"{path}: cannot be changed ({err})") from None
+            raise StoreError(f"{path}: cannot be changed ({err})") from None
 
     def pages(self) -> list[str]:
         """Every page that has a file in the store."""
@@ -197,7 +194,7 @@ def _checked(path: Path, text: str, sessions: dict[str, Any]) -> dict[str, str |
             try:
                 check_session(record)
                 found[framework] = None
-            except Invalid as err:
+            except StoreEntryError as err:
                 found[framework] = str(err)
         if len(_VERDICTS) > 4096:
             _VERDICTS.clear()

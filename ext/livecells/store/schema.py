@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from livecells.errors import StoreEntryError
 from livecells.model.mime import BASE64_TYPES, MARKUP_TYPES
 from livecells.model.text import ESCAPE, cut_text, fix_surrogates, has_surrogates, one_line
 from livecells.model.vocabulary import STORED_CELL_STATUSES, STORED_SESSION_STATUSES
@@ -32,15 +33,11 @@ MAX_MESSAGE = 10_000
 _BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
-class Invalid(ValueError):
-    """A record or output that does not have the stored shape; the message says where and why."""
-
-
 # -- checks ------------------------------------------------------------------------------------------
 
 
-def _fail(where: str, why: str) -> Invalid:
-    return Invalid(f"{where}: {why}" if where else why)
+def _fail(where: str, why: str) -> StoreEntryError:
+    return StoreEntryError(f"{where}: {why}" if where else why)
 
 
 def _str(value: Any, where: str) -> str:
@@ -152,7 +149,7 @@ def _base64(text: str, where: str) -> None:
 
 
 def check_output(output: Any, where: str = "") -> None:
-    """Raise :class:`Invalid` unless ``output`` is an output livecells can store and show."""
+    """Raise :class:`StoreEntryError` unless ``output`` is an output livecells can store and show."""
     _dict(output, where)
     kind = output.get("output_type")
     if kind not in OUTPUT_TYPES:
@@ -176,7 +173,7 @@ def check_output(output: Any, where: str = "") -> None:
 def shown_output(output: Any, limit: int, where: str = "") -> dict[str, Any]:
     """A checked copy of ``output`` as the render stage takes it: nbformat's multiline strings
     joined, text cut to ``limit`` characters (a store written by hand, or by an older livecells,
-    may hold more). Raises :class:`Invalid` as :func:`check_output` does."""
+    may hold more). Raises :class:`StoreEntryError` as :func:`check_output` does."""
     check_output(output, where)
     if output["output_type"] == "stream":
         text = "".join(output["text"]) if isinstance(output["text"], list) else output["text"]
@@ -226,6 +223,9 @@ def _check_provenance(key: str, value: Any) -> None:
     if key == "kernelspec":
         for name, part in _dict(value, where).items():
             _str(part, f"{where}.{one_line(name, 40)}")
+    elif key == "fallbacks":
+        for n, part in enumerate(_list(value, where)):
+            _str(part, f"{where}[{n}]")
     elif check is not None:
         check(value, where)
     else:
@@ -233,7 +233,7 @@ def _check_provenance(key: str, value: Any) -> None:
 
 
 def check_session(record: Any) -> None:
-    """Raise :class:`Invalid` unless ``record`` is a session record the store can hand out."""
+    """Raise :class:`StoreEntryError` unless ``record`` is a session record the store can hand out."""
     _dict(record, "")
     for key in ("status", "key", "environment", "run_id", "framework", "message"):
         _opt_str(record.get(key), key)
@@ -362,7 +362,7 @@ def _repair_provenance(record: dict[str, Any]) -> list[str]:
     for key, value in list(provenance.items()):
         try:
             _check_provenance(key, value)
-        except Invalid as err:
+        except StoreEntryError as err:
             repaired.append(str(err))
             del provenance[key]
     return repaired
@@ -387,13 +387,13 @@ def repair_session(record: dict[str, Any], limit: int) -> list[str]:
         for key, check in (("time", _seconds), ("execution_count", _int)):
             try:
                 check(cell.get(key), key, *(() if key == "time" else (True,)))
-            except Invalid as err:
+            except StoreEntryError as err:
                 repaired.append(f"cells[{position}]: {err}")
                 cell[key] = None
         for key in ("samples", "warmup"):
             try:
                 _samples(cell.get(key), key)
-            except Invalid as err:
+            except StoreEntryError as err:
                 repaired.append(f"cells[{position}]: {err}")
                 cell.pop(key, None)
         if isinstance(cell.get("error"), dict):
@@ -403,7 +403,7 @@ def repair_session(record: dict[str, Any], limit: int) -> list[str]:
             output = _fixed(output)
             try:
                 check_output(output, f"output {number}")
-            except Invalid as err:
+            except StoreEntryError as err:
                 repaired.append(f"cells[{position}]: {err}")
                 output = left_out(one_line(str(err), 200))
             outputs.append(_bound_output(output, limit))

@@ -6,7 +6,8 @@ where the checkout is d2l-ai/d2l-en at the commit below and D2LBOOK_PYTHON has d
 listed line ranges of one d2l-en page, joined by a blank line, byte for byte otherwise (each
 starts with the page's title, so a label has the section d2lbook would move it to). Then
 ``d2lbook.json``, from ``bench/d2l_book/d2lbook_oracle.py`` on this folder: per fixture, each of
-d2l-en's four tabs' code cells as d2lbook runs them, and the RST ``d2lbook build rst`` writes.
+d2l-en's four tabs' code cells as d2lbook runs them, its slides (``d2lbook slides``), its slide
+marks, and the RST ``d2lbook build rst`` writes.
 """
 
 import subprocess
@@ -38,6 +39,17 @@ FIXTURES = {
     "glove": ("chapter_natural-language-processing-pretraining/glove.md", [(1, 2), (196, 212)]),
     # eval_rst fences inside framework prose.
     "d2l": ("chapter_appendix-tools-for-deep-learning/d2l.md", [(1, 42)]),
+    # Slide marks: around a labelled equation; over a paragraph and an equation; on lines of
+    # their own around one; in a section title, under a page title with "--" (a dash to smart
+    # quotes, not to d2lbook); slide-only text (~~), one ending with a space.
+    "calculus": ("chapter_preliminaries/calculus.md", [(6, 7), (84, 93)]),
+    "anchor": ("chapter_computer-vision/anchor.md", [(1, 2), (432, 452)]),
+    "softmax-regression-scratch": ("chapter_linear-classification/softmax-regression-scratch.md", [(6, 7), (64, 76)]),
+    "custom-layer": ("chapter_builders-guide/custom-layer.md", [(6, 7), (53, 101)]),
+    "encoder-decoder": ("chapter_recurrent-modern/encoder-decoder.md", [(6, 7), (66, 73)]),
+    "image-classification-dataset": (
+        "chapter_linear-classification/image-classification-dataset.md", [(6, 9), (139, 152)],
+    ),
 }
 
 

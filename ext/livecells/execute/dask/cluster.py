@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from livecells.execute.executors import ExecutorProblem
+from livecells.errors import ExecutorError
 from livecells.model.frameworks import FrameworkSpec
 
 GPU_RESOURCE = "GPU"
@@ -34,7 +34,7 @@ def _distributed() -> Any:
     try:
         import distributed
     except ImportError:
-        raise ExecutorProblem(
+        raise ExecutorError(
             "running sessions on a Dask cluster needs dask.distributed: "
             "pip install 'livecells[dask]'"
         ) from None
@@ -95,7 +95,7 @@ def _probe_address(address: str, timeout: float) -> None:
     except OSError as err:
         timed_out = isinstance(err, (socket.timeout, TimeoutError))
         why = f"no answer within {timeout:g} s" if timed_out else (err.strerror or str(err))
-        raise ExecutorProblem(f"the Dask scheduler at {address} cannot be reached ({why})") from None
+        raise ExecutorError(f"the Dask scheduler at {address} cannot be reached ({why})") from None
 
 
 def connect(executor: ClusterAddress, timeout: float) -> tuple[Any, bool]:
@@ -106,9 +106,9 @@ def connect(executor: ClusterAddress, timeout: float) -> tuple[Any, bool]:
         try:
             client = executor()
         except Exception as err:  # the user's factory: any failure is reported
-            raise ExecutorProblem(f"the factory failed: {type(err).__name__}: {err}") from None
+            raise ExecutorError(f"the factory failed: {type(err).__name__}: {err}") from None
         if not isinstance(client, Client):
-            raise ExecutorProblem(
+            raise ExecutorError(
                 f"the factory returned {type(client).__name__}, not a distributed.Client"
             )
         return client, False
@@ -116,7 +116,7 @@ def connect(executor: ClusterAddress, timeout: float) -> tuple[Any, bool]:
     try:
         client = Client(executor, timeout=timeout, set_as_default=False)
     except Exception as err:  # OSError, TimeoutError, ValueError for a bad address
-        raise ExecutorProblem(
+        raise ExecutorError(
             f"the Dask scheduler at {executor} cannot be reached: {err or type(err).__name__}"
         ) from None
     return client, True
@@ -128,7 +128,7 @@ def cluster_info(client: Any, timeout: float) -> ClusterInfo:
     try:
         client.wait_for_workers(1, timeout=timeout)
     except Exception:  # TimeoutError; older versions raise others
-        raise ExecutorProblem(
+        raise ExecutorError(
             f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)"
         ) from None
     try:
@@ -168,7 +168,7 @@ def describe_executor(executor: ClusterAddress) -> str:
 def check_executor(
     executor: ClusterAddress, timeout: float | None = None, *, warm: Sequence[FrameworkSpec] = ()
 ) -> ClusterInfo:
-    """Connect once and describe the cluster; an unreachable one is an :class:`ExecutorProblem`.
+    """Connect once and describe the cluster; an unreachable one is an :class:`ExecutorError`.
 
     Meant for ``builder-inited``, so that a wrong address stops the build before any page is read.
     With ``warm``, the workers start those frameworks' templates meanwhile (:func:`start_kernels`,
@@ -177,11 +177,11 @@ def check_executor(
     try:
         timeout = connect_timeout() if timeout is None else timeout
         client, owned = connect(executor, timeout)
-    except ExecutorProblem as err:
+    except ExecutorError as err:
         raise named(executor, err) from None
     try:
         info = cluster_info(client, timeout)
-    except ExecutorProblem as err:
+    except ExecutorError as err:
         if owned:
             client.close()
         raise named(executor, err) from None
@@ -201,9 +201,9 @@ def check_executor(
     return info
 
 
-def named(executor: ClusterAddress, problem: ExecutorProblem) -> ExecutorProblem:
+def named(executor: ClusterAddress, problem: ExecutorError) -> ExecutorError:
     """The problem, said of ``livecells_executor``."""
-    return ExecutorProblem(f"livecells_executor = {describe_executor(executor)}: {problem}")
+    return ExecutorError(f"livecells_executor = {describe_executor(executor)}: {problem}")
 
 
 def start_kernels(client: Any, frameworks: Sequence[FrameworkSpec]) -> str | None:

@@ -10,8 +10,9 @@ Devices: a job leasing GPUs asks for the worker resource ``GPU=n``; the worker l
 of its own GPUs. CPU jobs ask for a ``livecells-slot`` when workers declare one, else rely on
 workers started with ``--nthreads 1``.
 
-Faults: a session whose worker dies is started once more elsewhere; if that worker dies too, the
-session is reported as a crash. Cancelling :meth:`DaskScheduler.run` (Ctrl-C) cancels the
+Faults: the policy every executor shares (:mod:`livecells.execute.attempts`): a session whose
+worker dies is started once more elsewhere; if that worker dies too, the session is reported as
+a crash. Cancelling :meth:`DaskScheduler.run` (Ctrl-C) cancels the
 cluster's tasks, and a cancelled task stops its kernel.
 """
 
@@ -25,6 +26,8 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext, suppress
 from typing import Any
 
+from livecells.errors import ExecutorError
+from livecells.execute.attempts import RETRIES, Attempts, Start, crash_record, note_lost
 from livecells.execute.dask.cluster import (
     GPU_RESOURCE,
     SLOT_RESOURCE,
@@ -36,20 +39,8 @@ from livecells.execute.dask.cluster import (
     named,
     start_kernels,
 )
-from livecells.execute.executors import ExecutorProblem
-from livecells.execute.scheduler import (
-    OnDone,
-    OnStart,
-    SessionJob,
-    cell_listener,
-    failed_record,
-    lost_record,
-    run_order,
-)
+from livecells.execute.scheduler import OnDone, OnStart, SessionJob, cell_listener, failed_record, run_order
 from livecells.model.records import SessionRecord
-
-#: Starts of one session: the first, and one more after its worker died.
-MAX_ATTEMPTS = 2
 
 
 def job_resources(job: SessionJob, slots: bool) -> dict[str, float] | None:
@@ -62,23 +53,6 @@ def job_resources(job: SessionJob, slots: bool) -> dict[str, float] | None:
 def _task_key(job: SessionJob) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{job.plan.docname}-{job.plan.framework}")
     return f"livecells-{name}-{uuid.uuid4().hex[:12]}"
-
-
-def crash_record(
-    job: SessionJob, lost: Sequence[dict[str, str]], duration: float
-) -> SessionRecord:
-    """A session whose workers died on every attempt: reported like a dying kernel."""
-    where = " and ".join(f"{w['worker']} ({w['host']})" for w in lost)
-    why = (
-        f"the Dask worker running this session died, {len(lost)} time(s) "
-        f"(on {where}); it is not run again"
-    )
-    last = lost[-1] if lost else {"worker": "", "host": ""}
-    record = lost_record(job, why, duration, host=last["host"])
-    record.provenance.extra.update(
-        worker=last["worker"], attempts=len(lost), lost_workers=[w["worker"] for w in lost]
-    )
-    return record
 
 
 class DaskScheduler:
@@ -107,7 +81,7 @@ class DaskScheduler:
         try:
             timeout = connect_timeout() if self.timeout is None else self.timeout
             client, owned = await asyncio.to_thread(connect, self.executor, timeout)
-        except ExecutorProblem as err:
+        except ExecutorError as err:
             raise named(self.executor, err) from None
         plugin: asyncio.Future[str | None] | None = None
         try:
@@ -121,7 +95,7 @@ class DaskScheduler:
                 )
             batch = _ClusterRun(client, info, asyncio.get_running_loop(), on_start, self.fork)
             await batch.run(jobs, on_done, self.jobs)
-        except ExecutorProblem as err:
+        except ExecutorError as err:
             raise named(self.executor, err) from None
         finally:
             if plugin is not None:
@@ -151,7 +125,7 @@ class _ClusterRun:
         self.jobs: dict[str, SessionJob] = {}
         self.futures: dict[str, Any] = {}
         self.done: dict[str, asyncio.Future[None]] = {}
-        self.starts: dict[str, list[dict[str, str]]] = {}
+        self.attempts = Attempts()
         self.announced: set[str] = set()
         self.gave_up: set[str] = set()
         #: Told of each cell a session sends (the build's progress line), from the workers' events.
@@ -209,7 +183,7 @@ class _ClusterRun:
             self.fork,
             key=token,
             resources=job_resources(job, self.info.slots),
-            retries=1,
+            retries=RETRIES,
             priority=priority,
             pure=False,
         )
@@ -218,12 +192,9 @@ class _ClusterRun:
         await self.done[token]
         duration = time.perf_counter() - started
         if token in self.gave_up:
-            return crash_record(job, self.starts[token][:MAX_ATTEMPTS], duration)
-        lost = self.starts.get(token, [])[:-1]
-        record = await self._outcome(job, token, future, duration)
-        if lost:
-            record.provenance.extra.update(attempts=len(lost) + 1, lost_workers=[w["worker"] for w in lost])
-        return record
+            return crash_record(job, self.attempts.allowed(token), duration, "Dask")
+        lost = self.attempts.lost(token)
+        return note_lost(await self._outcome(job, token, future, duration), lost)
 
     async def _outcome(
         self, job: SessionJob, token: str, future: Any, duration: float
@@ -241,8 +212,8 @@ class _ClusterRun:
         if status == "error":
             error = await asyncio.to_thread(future.exception, 60)
             if isinstance(error, KilledWorker):
-                lost = self.starts.get(token) or [{"worker": "?", "host": "?"}]
-                return crash_record(job, lost, duration)
+                lost = self.attempts.starts.get(token) or [Start("?", "?")]
+                return crash_record(job, lost, duration, "Dask")
             message = f"the Dask task failed: {type(error).__name__}: {error}"
             return failed_record(job, message, duration)
         message = f"the Dask task ended as {status!r} (was the scheduler lost?)"
@@ -268,10 +239,9 @@ class _ClusterRun:
         token = message["token"]
         if token not in self.jobs or token in self.gave_up:
             return
-        attempts = self.starts.setdefault(token, [])
-        attempts.append({"worker": str(message.get("worker")), "host": str(message.get("host"))})
+        too_many = self.attempts.started(token, str(message.get("worker")), str(message.get("host")))
         self._announce(token)
-        if len(attempts) > MAX_ATTEMPTS:
+        if too_many:
             # Both workers died under it: stop here instead of letting Dask kill a third one.
             self.gave_up.add(token)
             future = self.futures.get(token)

@@ -5,7 +5,7 @@ the page's folder, with the worker's own GPUs (:class:`~livecells.execute.worker
 and warm kernels (:class:`~livecells.execute.worker.WorkerKernels`), both kept on Dask's
 ``Worker``, and returns the session's record. :class:`KernelsPlugin`, which the build registers
 when it connects, starts the build's templates while Sphinx reads the pages, and closes the
-worker's kernels when the worker closes.
+worker's kernels as soon as the worker starts to close.
 
 This module imports ``distributed`` (a worker has it) and never Sphinx.
 """
@@ -17,6 +17,7 @@ import functools
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,11 +25,10 @@ from distributed import get_worker
 from distributed.core import Status
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from livecells.errors import DeviceError, TaskCancelledError
 from livecells.execute.dask.cluster import GPU_RESOURCE, PLUGIN_NAME
 from livecells.execute.scheduler import SessionJob, cell_listener, failed_record
 from livecells.execute.worker import (
-    Cancelled,
-    DeviceProblem,
     WorkerDevices,
     WorkerKernels,
     run_watched,
@@ -43,7 +43,9 @@ class KernelsPlugin(WorkerPlugin):  # type: ignore[misc]
     """Keeps each worker's :class:`~livecells.execute.worker.WorkerKernels` for the worker's life.
 
     ``setup`` (on every worker, also those that join later) starts the templates of
-    ``frameworks`` in the background; the worker's close kills its templates and kernels. A build
+    ``frameworks`` in the background, and has the worker's templates and kernels killed as soon as
+    its status says it is closing: a close can wait long before it gets to the plugins' teardown,
+    or be cancelled before (a ``--no-nanny`` worker that gets SIGTERM while it closes). A build
     registers the plugin again under the same name: the old one's ``teardown`` then leaves the
     templates to the worker.
     """
@@ -55,20 +57,36 @@ class KernelsPlugin(WorkerPlugin):  # type: ignore[misc]
 
     def setup(self, worker: Any) -> None:
         kernels = WorkerKernels.of(worker)
-        if self.frameworks and kernels is not None:
+        if kernels is None:
+            return
+        kernels.close_when(functools.partial(_closing, weakref.ref(worker)))
+        if self.frameworks:
             threading.Thread(
                 target=kernels.warm_quietly, args=(self.frameworks,), name="livecells-warm", daemon=True
             ).start()
 
     def teardown(self, worker: Any) -> None:
-        if worker.status in {Status.closing, Status.closed, Status.failed}:
+        if worker.status in CLOSING:
             kernels = WorkerKernels.of(worker, make=False)
             if kernels is not None:
-                kernels.close()
+                kernels.close_soon()  # not on the worker's event loop, which goes on closing
+
+
+#: The states of a worker that is closing or closed: its kernels end, its sessions stop.
+CLOSING = frozenset({Status.closing, Status.closed, Status.failed})
+
+
+def _closing(worker: weakref.ref[Any]) -> bool:
+    """Whether the worker has started to close (or is gone)."""
+    alive = worker()
+    return alive is None or alive.status in CLOSING
 
 
 def _still_wanted(worker: Any, key: str) -> bool:
-    """Whether the scheduler still wants the task ``key`` that this thread runs."""
+    """Whether the scheduler still wants the task ``key`` that this thread runs (a closing
+    worker wants none: it will not hand the result back)."""
+    if getattr(worker, "status", None) in CLOSING:
+        return False
     tasks = getattr(getattr(worker, "state", None), "tasks", None)
     if tasks is None:
         return True
@@ -95,6 +113,7 @@ def run_on_worker(job: SessionJob, key: str, topic: str, fork: bool = True) -> S
         wanted = functools.partial(_still_wanted, worker, key)
         kernels = WorkerKernels.of(worker)
         assert kernels is not None
+        kernels.close_when(functools.partial(_closing, weakref.ref(worker)))  # also without the plugin
         declared = int(worker.state.total_resources.get(GPU_RESOURCE, 0))
         # Each cell the session sends, told to the build (its progress line) as an event.
         told = cell_listener.set(lambda _, number, cells: worker.log_event(topic, {"token": key, "cell": number}))
@@ -103,9 +122,9 @@ def run_on_worker(job: SessionJob, key: str, topic: str, fork: bool = True) -> S
                 job.framework, fork, wanted
             ) as factory:
                 record = asyncio.run(run_watched(with_reachable_log(job), lease, wanted, factory))
-        except DeviceProblem as err:
+        except DeviceError as err:
             problem = f"the Dask worker {worker.address} on {host} cannot lend GPUs: {err}"
-        except Cancelled:
+        except TaskCancelledError:
             pass
         finally:
             cell_listener.reset(told)
