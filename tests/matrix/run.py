@@ -246,6 +246,8 @@ def main() -> int:
     parser.add_argument("--resolution", action="append", choices=RESOLUTIONS)
     parser.add_argument("--require-all", action="store_true", help="a supported Python missing here fails")
     args = parser.parse_args()
+    # Absolute: the tests run uv from folders of their own (make passes .venv/bin/uv).
+    args.uv = str(Path(shutil.which(args.uv) or args.uv).resolve())
     start = time.monotonic()
     shutil.rmtree(args.work, ignore_errors=True)
     dist = args.work / "dist"
