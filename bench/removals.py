@@ -1,6 +1,6 @@
 """What two reviewed parts of the execution cost or save, each against itself without them.
 
-Run: ``.venv/bin/python bench/removals.py [--rounds 5] [--kernels 10]``. Issue #34 names
+Run: ``.venv/bin/python bench/removals.py [--rounds 5] [--pages 4] [--kernels 10]``. Issue #34 names
 candidates for removal; this measures two of them, paired, in one run:
 
 - **the guess** (``pipeline/guess.py``): before Sphinx reads, the frameworks whose cells changed
@@ -61,8 +61,8 @@ def build(src: Path, want: int) -> float:
     return run.seconds
 
 
-def guess_rounds(rounds: int, work: Path) -> dict[str, dict[str, list[float]]]:
-    book = Book(pages=4, frameworks=("pytorch", "mxnet"), cells=3)
+def guess_rounds(rounds: int, pages: int, work: Path) -> dict[str, dict[str, list[float]]]:
+    book = Book(pages=pages, frameworks=("pytorch", "mxnet"), cells=3)
     template = write_book(book, work / "template")["livecells"]
     times: dict[str, dict[str, list[float]]] = {m: {"cold": [], "edit": []} for m in ("guess", "no guess")}
     for r in range(rounds):
@@ -108,13 +108,14 @@ def pipe_kernels(kernels: int) -> dict[str, list[float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pages", type=int, default=4)
     parser.add_argument("--kernels", type=int, default=10)
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args()
     info = benchlib.machine()
     print(benchlib.describe(info))
     with tempfile.TemporaryDirectory(prefix="livecells-removals-") as tmp:
-        guess = guess_rounds(args.rounds, Path(tmp))
+        guess = guess_rounds(args.rounds, args.pages, Path(tmp))
     pipe = pipe_kernels(args.kernels)
     med = benchlib.median
     rows = [
@@ -122,7 +123,7 @@ def main() -> int:
          med([b / a for a, b in zip(guess["guess"][kind], guess["no guess"][kind])])]
         for kind in ("cold", "edit")
     ]
-    header = ["build (4 pages, pytorch + mxnet)", "guess (s)", "no guess (s)", "no guess / guess, paired"]
+    header = [f"build ({args.pages} pages, pytorch + mxnet)", "guess (s)", "no guess (s)", "no guess / guess, paired"]
     print(benchlib.table(rows, header))
     print(f"IOPub pipe move: median {med(pipe['move']) * 1000:.1f} ms in {len(pipe['move'])} kernels "
           f"(max {max(pipe['move']) * 1000:.1f} ms), kernel start median {med(pipe['start']):.3f} s: "
