@@ -278,8 +278,10 @@ class Sources:
 
         script = ("import importlib.metadata as m, json\n"
                   "print(json.dumps({n: m.version(n) for n in ('myst-nb', 'jupyter-cache', 'sphinx')}))\n")
-        mystnb = json.loads(run([str(Path(self.args.mystnb_venv) / "bin/python"), "-c", script])
-                            .check("MyST-NB's versions").stdout)
+        mystnb = {"myst-nb": "-", "jupyter-cache": "-", "sphinx": "-"}
+        if "mystnb" not in self.args.skip:
+            mystnb = json.loads(run([str(Path(self.args.mystnb_venv) / "bin/python"), "-c", script])
+                                .check("MyST-NB's versions").stdout)
         found = {"livecells": __version__, "sphinx": sphinx.__version__, "myst_nb": mystnb["myst-nb"],
                  "jupyter_cache": mystnb["jupyter-cache"], "mystnb_sphinx": mystnb["sphinx"], "d2lbook": "-"}
         if self.d2lbook is not None:
