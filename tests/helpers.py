@@ -9,12 +9,14 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import IPython.display
+import psutil
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
@@ -22,11 +24,13 @@ from sphinx.testing.util import SphinxTestApp
 from livecells.errors import ExecutorError
 from livecells.model.records import Probe
 
+from paths import PLUGINS, REPO, TESTS
+
 
 def d2l_corpus() -> Path | None:
     """Real d2lbook output (see its README): ``LIVECELLS_D2L_CORPUS``, or ``shared/d2l-corpus``
     beside the checkout (from a git worktree one level down, ``../../shared``); None if absent."""
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     candidates = [os.environ.get("LIVECELLS_D2L_CORPUS", "")]
     candidates += [str(base / "shared" / "d2l-corpus") for base in (root.parent, root.parent.parent)]
     return next((Path(c) for c in candidates if c and (Path(c) / "README.md").is_file()), None)
@@ -125,6 +129,27 @@ def livecells_cli(*argv: str) -> subprocess.CompletedProcess:
         except SystemExit as stop:  # argparse's errors and --help
             code = stop.code if isinstance(stop.code, int) else 1
     return subprocess.CompletedProcess(["livecells", *argv], code, out.getvalue(), err.getvalue())
+
+
+# -- processes that must end -------------------------------------------------------------------
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` names a process that has not exited (a zombie has)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def survivors(pids: list[int], within: float = 3.0) -> list[int]:
+    """Those of ``pids`` still alive after ``within`` seconds; [] as soon as none is."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
 
 
 # -- a scheduler without kernels, for the tests whose subject is policy --------------------------
@@ -293,7 +318,7 @@ class FakeKernels:
         "from helpers import FakeKernels as _FakeKernels\n"
         "livecells_executor = _FakeKernels()\n"
         "livecells_fork_kernels = False\n"
-    ).format(tests=str(Path(__file__).parent))
+    ).format(tests=str(TESTS))
 
 
 class InProcessPool:
@@ -361,7 +386,7 @@ def install_plugin(name: str, tmp_path: Path) -> dict[str, str]:
     import sys
 
     source = tmp_path / f"plugin-{name}"
-    shutil.copytree(Path(__file__).parent / "plugins" / name, source)  # the build writes beside it
+    shutil.copytree(PLUGINS / name, source)  # the build writes beside it
     folder = tmp_path / f"installed-{name}"
     if importlib.util.find_spec("pip") and importlib.util.find_spec("setuptools"):
         command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
