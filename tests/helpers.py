@@ -96,6 +96,30 @@ def one_page_book(tmp_path: Path, conf: Path | str, page: str) -> Path:
     return src
 
 
+def live_cell(code: str, framework: str = "alpha", options: str = "") -> str:
+    """A ``live-cell`` of ``framework`` running ``code``, its ``options`` lines (indented) first."""
+    body = "\n".join("   " + line if line else "" for line in code.splitlines())
+    return f"\n.. live-cell:: {framework}\n{options}\n{body}\n"
+
+
+def procs_site(tmp_path: Path, rootdir: Path, pages: dict[str, str], conf: str = "") -> Path:
+    """``tmp_path/src``, a copy of tests/roots/test-procs (one plain Python framework, ``alpha``)
+    with ``pages`` (name -> text under a title of that name) and ``conf`` added to its conf.py."""
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-procs", src)
+    for name, text in pages.items():
+        (src / name).write_text(f"{name}\n{'=' * len(name)}\n{text}", encoding="utf-8")
+    if conf:
+        with open(src / "conf.py", "a", encoding="utf-8") as handle:
+            handle.write(conf)
+    return src
+
+
+def line_of(text: str, needle: str) -> int:
+    """The 1-based number of the first line of ``text`` that holds ``needle``."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
 def build_site(
     src: Path, builder: str = "html", *, kernels: FakeKernels | None = None, **kwargs: Any
 ) -> tuple[SphinxTestApp, str]:

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,14 @@ def test_two_packages_naming_one_scheme_are_named_and_a_broken_one_says_why(monk
 def test_livecells_own_entry_points_are_its_schemes():
     declared = declared_entry_points()
     assert declared[executors.ENTRY_POINTS] == executors.SCHEMES
+
+
+@pytest.mark.wallclock
+def test_an_unreachable_executor_is_reported_within_seconds():
+    pytest.importorskip("distributed")
+    from livecells.execute.dask.cluster import check_executor
+
+    started = time.monotonic()
+    with pytest.raises(ExecutorError, match="cannot be reached .Connection refused"):
+        check_executor("tcp://127.0.0.1:1")
+    assert time.monotonic() - started < 6

@@ -1,5 +1,5 @@
 """Bad cells, hung cells, dying kernels, hostile output and bad configuration (interrupted builds:
-test_config_and_processes)."""
+test_processes)."""
 
 from __future__ import annotations
 

@@ -337,3 +337,37 @@ def test_transient_none_and_updates_without_target_are_harmless():
     collector.handle("display_data", {"data": {"text/plain": "x"}, "metadata": {}, "transient": None})
     display(collector, "update_display_data", "y", "missing")
     assert collector.outputs[0]["data"] == {"text/plain": "x"}
+
+
+def test_streams_apply_carriage_returns_like_a_terminal():
+    assert process_stream("progress 10%\rprogress 100%\ndone") == "progress 100%\ndone"
+
+
+def test_collector_merges_streams_and_caps_floods():
+    collector = OutputCollector(limit=10)
+    collector.handle("stream", {"name": "stdout", "text": "12345"})
+    collector.handle("stream", {"name": "stdout", "text": "67890abc"})
+    collector.handle("stream", {"name": "stderr", "text": "err"})
+    assert collector.outputs[0] == {"output_type": "stream", "name": "stdout", "text": "1234567890", "truncated": True}
+    assert collector.outputs[1]["text"] == "err"
+    for i in range(MAX_OUTPUTS + 5):
+        collector.handle("display_data", {"data": {"text/plain": str(i)}, "metadata": {}})
+    assert len(collector.outputs) == 2 + MAX_OUTPUTS + 1  # streams do not count: their limit is in characters
+    assert "5 more output(s) left out" in collector.outputs[-1]["text"]
+
+
+def test_collector_handles_clear_output_and_display_updates():
+    collector = OutputCollector(limit=100)
+    collector.handle("display_data", {"data": {"text/plain": "a"}, "metadata": {}, "transient": {"display_id": "d"}})
+    collector.handle("update_display_data", {"data": {"text/plain": "b"}, "metadata": {}, "transient": {"display_id": "d"}})
+    assert collector.outputs[0]["data"] == {"text/plain": "b"}
+    collector.handle("clear_output", {"wait": True})
+    collector.handle("stream", {"name": "stdout", "text": "after"})
+    assert [o.get("text") for o in collector.outputs] == ["after"]
+
+
+def test_collector_refuses_huge_images():
+    collector = OutputCollector(limit=100)
+    collector.handle("display_data", {"data": {"image/png": "A" * 20_000_000}, "metadata": {}})
+    output = collector.outputs[0]
+    assert "image/png" not in output["data"] and "left out" in output["livecells_refused"]

@@ -323,3 +323,10 @@ def test_the_session_key_holds_every_setting_that_changes_a_result():
     assert session_key(page(plain), "deps", replace(base, env_drop=("*_key", "*token*"))) == session_key(
         page(plain), "deps", dropping
     )
+
+
+def test_error_line_reads_the_cell_frame():
+    tb = ["\x1b[31mValueError\x1b[39m", "\x1b[36mCell\x1b[39m In[4], line 3\n----> 3 raise ValueError", "x"]
+    error = {"traceback": tb, "ename": "ValueError"}
+    assert CellRecord("error", execution_count=4, error=error).error_line() == 3
+    assert CellRecord("error", execution_count=5, error=error).error_line() is None

@@ -1,5 +1,9 @@
-"""Bounded work (issue 23, class 4): walks that links cannot make endless, and a build's memory
-that no output of a cell can blow up."""
+"""The files a session depends on (``:depends:``, ``livecells_depends``; :mod:`livecells.plan.keys`).
+
+Walks that links cannot make endless (issue 23, class 4: a ``**`` pattern over linked folders
+ends, and is cut with a located warning past its cap); files read in chunks and once while
+unchanged, and every page run again when a book-wide dependency changes (issue 12, class 7).
+The bounded memory of the other half of issue 23's class 4 is kernel/test_output_bounds.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import pytest
 from livecells.plan import keys
 from livecells.plan.keys import files_digest, glob_files
 
-from helpers import FakeKernels, build_site
+from helpers import FakeKernels, build_site, live_cell, procs_site
 
 PATTERNS = [
     "**", "**/*.py", "*/*.py", "a/**/*.py", "**/b/*.py", "**/.h.py", "**/*", "a/**", "*.txt",
@@ -86,60 +90,61 @@ def test_a_walk_over_the_cap_is_cut_with_a_located_warning(tmp_path, rootdir, mo
     assert "index.rst: WARNING: live-settings :depends: 'data/**/*.py' was cut short" in warnings
 
 
-# --- Memory: no output of a cell reaches the build whole -------------------------------------
-
-FLOODS = {
-    "stream": "import sys; sys.stdout.write('x' * (64 << 20))",
-    "stream from C": "import os; os.write(1, b'y' * (64 << 20))",
-    "display": "from IPython.display import display; display({'text/html': 'x' * (64 << 20)}, raw=True)",
-    "result": "class Big:\n    def _repr_html_(self):\n        return 'x' * (64 << 20)\nBig()",
-    "error": "raise ValueError('x' * (64 << 20))",
-    "many": "for i in range(400_000):\n    print(i)",
-    "displays": "from IPython.display import display\nfor i in range(10_050):\n    display(i)",
-    "comm": "from comm import create_comm\nc = create_comm(target_name='t', data={'x': 'x' * (64 << 20)})",
-    "metadata": "from IPython.display import display\ndisplay({'text/plain': 'm'}, metadata={'x': 'x' * (64 << 20)}, raw=True)",
-    "payload": "get_ipython().set_next_input('x' * (64 << 20))",
-}
+# --- Dependency files: read in chunks, once while unchanged (issue 12, class 7) --------------
 
 
-@pytest.mark.kernel
-@pytest.mark.timeout(300)
-def test_no_output_reaches_the_build_whole(tmp_path):
-    import asyncio
+def test_dependency_files_are_hashed_in_chunks_and_once_while_unchanged(tmp_path, monkeypatch):
+    import builtins
     import tracemalloc
 
-    from livecells.execute.kernels.session import KernelSession
-    from livecells.kernel_side import budget
-    from livecells.model.frameworks import FrameworkSpec
+    from livecells.plan.keys import file_digest
 
-    spec = FrameworkSpec(name="alpha", label="Alpha")
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as handle:  # 64 MB, sparse: cheap to make, read as zeros; 8 times the bound
+        handle.truncate(64 << 20)
+    hashes: dict = {}
+    tracemalloc.start()
+    first = file_digest(str(big), hashes)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20, peak  # never the whole file in memory
+    with monkeypatch.context() as patched:
+        patched.setattr(builtins, "open", lambda *a, **k: pytest.fail("read again"))
+        assert file_digest(str(big), hashes) == first  # unchanged: not read
+    assert file_digest(str(big)) == first  # a fresh clone (no cache) reads it and agrees
+    # Same size, and the old mtime put back: the change is still seen (ctime, and the cache key).
+    stat = big.stat()
+    with open(big, "r+b") as handle:
+        handle.write(b"x")
+    os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert file_digest(str(big), hashes) != first
 
-    async def session() -> dict:
-        found = {}
-        async with KernelSession(spec, cwd=tmp_path, output_limit=1000) as kernel:
-            for name, code in FLOODS.items():
-                tracemalloc.start()
-                found[name] = await kernel.run_cell(code, 120)
-                found[name + " peak"] = tracemalloc.get_traced_memory()[1]
-                tracemalloc.stop()
-            found["after"] = await kernel.run_cell("print('still here')", 30)
-        return found
 
-    found = asyncio.run(session())
-    for name in FLOODS:  # the build's Python objects at their peak: well under one flood's size
-        assert found[f"{name} peak"] < 64 << 20, (name, found[f"{name} peak"] >> 20)
-    for name in ["stream", "stream from C", "many"]:
-        out = found[name].outputs[0]
-        assert len(out["text"]) == 1000 and out["truncated"], name
-    (shown,) = found["display"].outputs
-    assert shown["data"] == {"text/plain": f"[livecells: a text/html output of {64 << 20:,} characters was not sent: the limit is {budget.VALUE_CAP:,}]"}
-    assert "text/html" not in found["result"].outputs[0]["data"]
-    error = found["error"].error
-    assert error["ename"] == "ValueError" and len(error["evalue"]) < budget.STREAM_MIN + 100
-    assert "more characters were not sent" in error["evalue"]
-    assert len(found["displays"].outputs) == 501  # the collector's 500, and its note
-    for name, what in [("comm", "comm_open"), ("metadata", "display_data")]:
-        (note,) = found[name].outputs
-        assert note["name"] == "stderr" and f"a {what} message of 67,1" in note["text"], name
-    assert found["payload"].outputs[0]["text"].startswith("[livecells: a payload of 67,1")
-    assert found["after"].outputs[0]["text"] == "still here\n"
+BOOK_CONF = '\nlivecells_depends = ["d2l/*.py", "nothing/*.txt"]\n'
+# Per file: with the default ("definitions"), a page that imports none of them does not rerun
+# (tests/plan/test_helper_deps.py).
+FILES_CONF = '\nlivecells_depends_granularity = "files"\n'
+
+
+def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootdir):
+    src = procs_site(
+        tmp_path,
+        rootdir,
+        {"page1.rst": live_cell("print('one')"), "page2.rst": live_cell("print('two')")},
+        conf=BOOK_CONF + FILES_CONF,
+    )
+    (src / "d2l").mkdir()
+    (src / "d2l" / "torch.py").write_text("VERSION = 1\n")
+    kernels = FakeKernels()  # what runs is the subject, not how
+    every = [("index", "alpha"), ("page1", "alpha"), ("page2", "alpha")]
+    app, warnings = build_site(src, kernels=kernels)
+    assert app.env.livecells_outcome.ran == 3 and kernels.take() == every
+    line = (src / "conf.py").read_text().splitlines().index(BOOK_CONF.strip()) + 1
+    assert f"conf.py:{line}: WARNING: livecells_depends: 'nothing/*.txt' matches no file" in warnings
+    app, _ = build_site(src, kernels=kernels)
+    assert app.env.livecells_outcome.ran == 0 and kernels.take() == []  # unchanged: nothing runs
+    (src / "d2l" / "torch.py").write_text("VERSION = 2\n")
+    app, _ = build_site(src, kernels=kernels)
+    assert kernels.take() == every  # every page
+    app, _ = build_site(src, kernels=kernels)
+    assert app.env.livecells_outcome.ran == 0 and kernels.take() == []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from livecells.model.text import strip_ansi
 from livecells.render.ansi import ansi_runs, ansi_to_html, ansi_to_latex, has_colours
 
 from helpers import FakeKernels, build_site, cell_with, soup
@@ -170,3 +171,9 @@ def test_a_cells_rich_output_keeps_its_colours_in_latex(rich_site):
         cwd=rich_site["latex"], capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_ansi_is_stripped_or_turned_into_escaped_spans():
+    text = "\x1b[31mred <b>\x1b[0m plain \x1b[2K"
+    assert strip_ansi(text) == "red <b> plain "
+    assert ansi_to_html(text) == '<span class="ansi-red-fg">red &lt;b&gt;</span> plain '
