@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+import timing
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -52,7 +54,7 @@ def serving(directory: Path) -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
-        thread.join(timeout=10)
+        thread.join(timeout=timing.EXIT)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from sphinx.testing.util import SphinxTestApp
 from livecells.errors import ExecutorError
 from livecells.model.records import Probe
 
+import timing
 from paths import PLUGINS, REPO, TESTS
 
 
@@ -166,13 +167,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def survivors(pids: list[int], within: float = 3.0) -> list[int]:
+def survivors(pids: list[int], within: float = timing.GONE) -> list[int]:
     """Those of ``pids`` still alive after ``within`` seconds; [] as soon as none is."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not any(alive(p) for p in pids):
             return []
-        time.sleep(0.05)
+        time.sleep(timing.POLL)
     return [p for p in pids if alive(p)]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import sphinx
 
+import timing
 from browsing import chromium, expect, serving
 from helpers import FakeKernels, build_site
 from paths import ROOTS
@@ -83,7 +84,7 @@ def browser(site) -> Iterator[Any]:
 def page(browser) -> Iterator[Any]:
     """A page in a fresh context: no tab chosen yet."""
     context = browser.new_context()
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(timing.BROWSER_MS)
     try:
         yield context.new_page()
     finally:
@@ -280,7 +281,7 @@ def math_site(tmp_path: Path, conf: str, page: str) -> tuple[Path, Path, str]:
 def typeset(browser: Any, outdir: Path) -> Iterator[Any]:
     """The site's index page in a fresh context, once MathJax 3 has typeset it."""
     context = browser.new_context()
-    context.set_default_timeout(20_000)
+    context.set_default_timeout(timing.MATHJAX_MS)
     try:
         page = context.new_page()
         with serving(outdir) as url:
@@ -366,7 +367,7 @@ def test_a_collapsed_part_opens_and_closes_with_the_keyboard(tmp_path, browser):
     _, outdir, warnings = math_site(tmp_path, "", COLLAPSE_PAGE)
     assert "WARNING" not in warnings, warnings
     context = browser.new_context(java_script_enabled=False)  # the toggle needs no script
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(timing.BROWSER_MS)
     try:
         page = context.new_page()
         with serving(outdir) as url:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import timing
 from browsing import chromium, serving
 from helpers import FakeKernels, build_site
 
@@ -115,7 +116,7 @@ def test_each_kind_of_output_looks_different(theme, mode, sites, browser, tmp_pa
     if not installed(theme):
         pytest.skip(f"{theme} is not installed")
     context = browser.new_context(color_scheme=mode, viewport={"width": 1100, "height": 1400})
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(timing.BROWSER_MS)
     try:
         page = context.new_page()
         with serving(sites[theme]) as url:

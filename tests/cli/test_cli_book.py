@@ -16,6 +16,8 @@ import pytest
 
 import livecells
 
+import timing
+
 EXT = str(Path(livecells.__file__).resolve().parents[1])  # the livecells under test
 
 CONF = """print("conf.py speaks")  # not the command's output: report --json must stay JSON
@@ -59,7 +61,7 @@ def env() -> dict[str, str]:
 
 def livecells_process(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "livecells", *args], capture_output=True, text=True, env=env(), cwd=cwd, timeout=300
+        [sys.executable, "-m", "livecells", *args], capture_output=True, text=True, env=env(), cwd=cwd, timeout=timing.PROCESS
     )
 
 
@@ -75,7 +77,7 @@ def built(tmp_path_factory, no_kernel_left_module) -> Path:
     (root / "src" / "other.rst").write_text(OTHER, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(root / "conf"), str(root / "src"), str(root / "out")],
-        capture_output=True, text=True, env=env(), timeout=300,
+        capture_output=True, text=True, env=env(), timeout=timing.PROCESS,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in (root / "src" / "results").glob("*.json")) == ["index.json", "other.json"]

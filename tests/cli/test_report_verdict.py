@@ -22,6 +22,7 @@ import pytest
 import sphinx
 
 import paths
+import timing
 from helpers import FakeKernels, build_site, livecells_cli
 
 EXT = str(paths.EXT)
@@ -125,7 +126,7 @@ def sphinx_build(src: Path, *options: str) -> tuple[int, str]:
         options = (*options, "--keep-going")
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-b", "html", *options, str(src), str(src / "_build")],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=timing.PROCESS,
     )
     return done.returncode, done.stdout + done.stderr
 

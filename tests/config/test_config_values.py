@@ -17,6 +17,7 @@ import pytest
 from livecells.config import get_config, read_config
 from livecells.model.frameworks import DEFAULT_FRAMEWORKS, TORCH_SYNC
 
+import timing
 from helpers import FakeKernels, build_site, line_of, live_cell, procs_site, said
 
 
@@ -255,7 +256,7 @@ def test_sphinx_build_with_bad_d_values_warns_and_succeeds(tmp_path, rootdir):
     given = ["livecells_execute=nope", "livecells_device=cuda", "livecells_latex_framework=jax"]
     build = subprocess.run(
         [sys.executable, "-m", "sphinx", "-q", "-b", "html", *[f"-D{d}" for d in given], str(src), str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=timing.PROCESS,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr
     for d in given:

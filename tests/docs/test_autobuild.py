@@ -17,6 +17,7 @@ import pytest
 
 import livecells
 
+import timing
 from paths import DOCS
 
 pytest.importorskip("sphinx_autobuild")
@@ -54,7 +55,7 @@ def wait_for(log: Path, pattern: str, count: int, within: float) -> bool:
     while time.monotonic() < deadline:
         if len(re.findall(pattern, log.read_text(errors="replace"))) >= count:
             return True
-        time.sleep(0.2)
+        time.sleep(timing.POLL)
     return False
 
 
@@ -78,16 +79,16 @@ def test_the_documented_command_builds_once_per_edit_in_the_books_own_folder(tmp
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=book, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        assert wait_for(log, r"Waiting to detect changes", 1, 120), log.read_text()
+        assert wait_for(log, r"Waiting to detect changes", 1, timing.REACH), log.read_text()
         assert (book / "_livecells" / "index.json").exists()
-        time.sleep(3)  # the watcher begins a little after it says so
+        time.sleep(timing.WATCHER_START)  # the watcher begins a little after it says so
         (book / "index.rst").write_text(PAGE.format(2), encoding="utf-8")
-        assert wait_for(log, r"livecells: 1 session\(s\) run", 2, 120), log.read_text()
-        time.sleep(8)  # time for a build that the store's write would start
+        assert wait_for(log, r"livecells: 1 session\(s\) run", 2, timing.REACH), log.read_text()
+        time.sleep(timing.SPURIOUS_BUILD)  # time for a build that the store's write would start
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=timing.EXIT)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

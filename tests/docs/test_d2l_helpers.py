@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import timing
 from paths import DOCS
 
 # frameworks: the d2l helpers of each framework, run in its kernel.
@@ -119,7 +120,7 @@ def results(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Pa
             stdout=subprocess.PIPE, stderr=subprocess.PIPE), figure)
     found = {}
     for framework, (proc, figure) in procs.items():
-        out, err = proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=timing.PROCESS)
         found[framework] = (subprocess.CompletedProcess(proc.args, proc.returncode, out, err), figure)
     return found
 

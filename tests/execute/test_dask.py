@@ -21,6 +21,7 @@ import pytest
 from sphinx.errors import SphinxError
 from sphinx.testing.util import SphinxTestApp
 
+import timing
 from conftest import kernel_processes
 from helpers import build_site, cells, outputs, said, soup
 from paths import EXT
@@ -289,7 +290,7 @@ def _gone(pids: list[int], within: float) -> bool:
         alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
         if not alive:
             return True
-        time.sleep(0.2)
+        time.sleep(timing.POLL)
     return False
 
 
@@ -316,9 +317,9 @@ def test_cancelling_the_run_cancels_the_cluster_tasks_and_their_kernels(cluster,
 
     async def main() -> None:
         run = asyncio.ensure_future(DaskScheduler(local.scheduler_address).run([job], lambda j, r: None))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timing.REACH
         while not pid_file.exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(timing.POLL)
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
@@ -326,7 +327,7 @@ def test_cancelling_the_run_cancels_the_cluster_tasks_and_their_kernels(cluster,
     started = time.monotonic()
     asyncio.run(main())
     assert pid_file.exists()
-    assert _gone([int(p) for p in pid_file.read_text().split()], within=10)
+    assert _gone([int(p) for p in pid_file.read_text().split()], within=timing.CANCELLED_GONE)
     assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
     assert time.monotonic() - started < 40
 
@@ -348,7 +349,7 @@ def test_a_session_whose_workers_die_is_retried_once_then_reported_as_a_crash(cl
     try:
         record = _run(local.scheduler_address, [_job(page, kill, "print('never')")])["crash"]
     finally:
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=timing.CLUSTER)
     killed = [int(p) for p in (tmp_path / "workers.txt").read_text().split()]
     assert killed[0] in workers
     assert record.status == "crashed"
@@ -363,7 +364,7 @@ def test_a_session_whose_workers_die_is_retried_once_then_reported_as_a_crash(cl
     # The kernels and the templates of the killed workers die with them.
     daemons = [int(p) for p in (tmp_path / "daemons.txt").read_text().split()]
     everything = kernels + sorted(parents) + daemons
-    assert _gone(everything, within=10), _alive(everything)
+    assert _gone(everything, within=timing.CANCELLED_GONE), _alive(everything)
 
 
 def _alive(pids: list[int]) -> list[str]:
@@ -391,7 +392,7 @@ def test_a_session_whose_worker_dies_once_is_run_again_elsewhere(cluster, tmp_pa
     try:
         record = _run(local.scheduler_address, [_job(page, kill_once)])["once"]
     finally:
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=timing.CLUSTER)
     assert record.status == "ok"
     assert record.cells[0].outputs[0]["text"] == "survived\n"
     provenance = record.provenance.extra
@@ -468,7 +469,7 @@ def test_a_workers_templates_and_kernels_die_when_it_closes(tmp_path, processes)
         assert worker_templates(client) == {next(iter(local.scheduler_info["workers"])): [template]}
         assert parent_of(template) == worker
     # The session's shutdown killed the daemon; closing the worker ends its template.
-    assert _gone([orphan, template] + ([worker] if processes else []), within=15)
+    assert _gone([orphan, template] + ([worker] if processes else []), within=timing.KILLED_WORKER_GONE)
 
 
 class _FakeServer:
@@ -519,12 +520,12 @@ def test_a_template_imports_only_while_none_of_the_workers_sessions_runs():
 
     first = threading.Thread(target=session, args=("one", alpha, 0.5))
     first.start()
-    time.sleep(0.1)
+    time.sleep(timing.SETTLE)
     # A second thread of the worker gets a beta session: its template waits for the first
     # session to end, and a third session waits for the import.
     second = threading.Thread(target=session, args=("two", beta, 0))
     second.start()
-    time.sleep(0.1)
+    time.sleep(timing.SETTLE)
     third = threading.Thread(target=session, args=("three", alpha, 0))
     third.start()
     for thread in (first, second, third):
@@ -628,10 +629,10 @@ class _ProcessCluster:
              "--scheduler-file", str(scheduler_file)], "scheduler.log",
         )
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + timing.REACH
             while not scheduler_file.exists():
                 assert time.monotonic() < deadline and self.scheduler.poll() is None, (work / "scheduler.log").read_text()
-                time.sleep(0.1)
+                time.sleep(timing.POLL)
             self.address = json.loads(scheduler_file.read_text())["address"]
             # Two threads: the session's task and the stubborn one below run side by side.
             self.worker = start(
@@ -686,16 +687,16 @@ def _busy_worker(cluster: _ProcessCluster, tmp_path: Path, stall: float) -> dict
     page = tmp_path / "sleeper.rst"
     page.write_text("sleeper\n", encoding="utf-8")
     job = _job(page, "import os, time\nopen('kernel.pid', 'w').write(str(os.getpid()))\ntime.sleep(600)")
-    with Client(cluster.address, set_as_default=False, timeout=30) as client:
-        client.wait_for_workers(1, timeout=60)
+    with Client(cluster.address, set_as_default=False, timeout=timing.CLUSTER) as client:
+        client.wait_for_workers(1, timeout=timing.CLUSTER)
         assert start_kernels(client, [job.framework]) is None
         # Both tasks stay on the worker when this client leaves.
         fire_and_forget(client.submit(run_on_worker, job, "sleeper", "livecells-stop-test", key="sleeper", pure=False))
         fire_and_forget(client.submit(stubborn, key="stubborn", pure=False))
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + timing.REACH
         while not (tmp_path / "kernel.pid").exists():
             assert time.monotonic() < deadline, (cluster.work / "worker.log").read_text()[-3000:]
-            time.sleep(0.2)
+            time.sleep(timing.POLL)
         (template,) = next(iter(worker_templates(client).values()))
     cluster.remember_children()
     kernel = int((tmp_path / "kernel.pid").read_text())
@@ -706,7 +707,7 @@ def _busy_worker(cluster: _ProcessCluster, tmp_path: Path, stall: float) -> dict
 def _wait_for(path: Path, within: float) -> bool:
     deadline = time.monotonic() + within
     while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(timing.POLL)
     return path.exists()
 
 
@@ -730,14 +731,14 @@ def test_a_closing_workers_kernels_end_even_if_its_close_never_reaches_the_plugi
     try:
         pids = _busy_worker(cluster, tmp_path, stall=60)
         cluster.scheduler.send_signal(15)
-        assert _wait_for(tmp_path / "closing", within=30)  # the worker is closing
+        assert _wait_for(tmp_path / "closing", within=timing.REACH)  # the worker is closing
         cluster.worker.send_signal(15)
-        assert _gone([pids["kernel"], pids["template"]], within=20), "the closing worker's kernels live on"
-        assert _exits(cluster.scheduler, within=30)
-        if _wait_for(tmp_path / "cancelled-again", within=10):  # the worker's loop is shutting down
+        assert _gone([pids["kernel"], pids["template"]], within=timing.CLOSING_WORKER_GONE), "the closing worker's kernels live on"
+        assert _exits(cluster.scheduler, within=timing.DASK_EXIT)
+        if _wait_for(tmp_path / "cancelled-again", within=timing.MAY_HAPPEN):  # the worker's loop is shutting down
             cluster.worker.send_signal(15)  # Dask put back the default action: this one ends it
-        assert _exits(cluster.worker, within=30)
-        assert _gone([p.pid for p in cluster.started], within=20)
+        assert _exits(cluster.worker, within=timing.DASK_EXIT)
+        assert _gone([p.pid for p in cluster.started], within=timing.CLOSING_WORKER_GONE)
     finally:
         cluster.kill()
 
@@ -753,14 +754,14 @@ def test_a_cluster_stopped_in_the_documented_order_ends_with_its_kernels(tmp_pat
         pids = _busy_worker(cluster, tmp_path, stall=3)
         if order == "workers-first":
             cluster.worker.send_signal(15)
-            assert _exits(cluster.worker, within=60)
+            assert _exits(cluster.worker, within=timing.WORKER_EXIT)
             cluster.scheduler.send_signal(15)
         else:
             from distributed import Client
 
-            with Client(cluster.address, set_as_default=False, timeout=30) as client:
+            with Client(cluster.address, set_as_default=False, timeout=timing.CLUSTER) as client:
                 client.shutdown()
-        assert _exits(cluster.worker, within=60) and _exits(cluster.scheduler, within=30)
-        assert _gone([pids["kernel"], pids["template"], *(p.pid for p in cluster.started)], within=20)
+        assert _exits(cluster.worker, within=timing.WORKER_EXIT) and _exits(cluster.scheduler, within=timing.DASK_EXIT)
+        assert _gone([pids["kernel"], pids["template"], *(p.pid for p in cluster.started)], within=timing.CLOSING_WORKER_GONE)
     finally:
         cluster.kill()

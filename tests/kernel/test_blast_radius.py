@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import timing
 from helpers import built_page, cells, outputs
 
 ATTACKS = {
@@ -43,7 +44,7 @@ def test_a_cell_that_kills_or_stops_its_template_costs_only_its_own_session(
     started = time.monotonic()
     build = subprocess.run(
         [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        capture_output=True, text=True, timeout=timing.PROCESS, env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
     )
     took = time.monotonic() - started
     assert build.returncode == 0, build.stderr

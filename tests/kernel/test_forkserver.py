@@ -23,6 +23,7 @@ from livecells.execute.kernels.session import KERNEL_ARGUMENTS, KernelSession
 from livecells.kernel_side import template as template_program
 from livecells.model.frameworks import FrameworkSpec
 
+import timing
 from conftest import kernel_processes
 
 pytestmark = pytest.mark.usefixtures("no_kernel_left")
@@ -79,12 +80,12 @@ async def torch_session(server: ForkServer, cwd: Path, device: int) -> dict[str,
     )
     async with session:
         found: dict[str, Any] = {"process": session.km.provisioner.process}
-        found["report"] = json.loads(stdout(await session.run_cell(REPORT, 30)))
-        found["seeds"] = json.loads(stdout(await session.run_cell(SEEDS, 30)))
-        found["fd"] = await session.run_cell("import os; os.write(2, b'written to fd 2\\n')", 30)
-        found["plot"] = await session.run_cell(PLOT, 60)
+        found["report"] = json.loads(stdout(await session.run_cell(REPORT, timing.CELL)))
+        found["seeds"] = json.loads(stdout(await session.run_cell(SEEDS, timing.CELL)))
+        found["fd"] = await session.run_cell("import os; os.write(2, b'written to fd 2\\n')", timing.CELL)
+        found["plot"] = await session.run_cell(PLOT, timing.CELL)
         found["interrupted"] = await session.run_cell("import time; time.sleep(60)", 2)
-        found["after"] = await session.run_cell("print('still here')", 30)
+        found["after"] = await session.run_cell("print('still here')", timing.CELL)
         found["broken"] = session.broken
     return found
 
@@ -179,7 +180,7 @@ async def plain_session(server: ForkServer, cwd: Path) -> dict[str, Any]:
     (cwd / "helper_mod.py").write_text("VALUE = 42\n")
     log = cwd / "kernel.log"
     async with KernelSession(PLAIN, cwd=cwd, manager_factory=server.manager, log_path=log) as k:
-        found = await k.run_cell("import helper_mod; print(helper_mod.VALUE)", 30)
+        found = await k.run_cell("import helper_mod; print(helper_mod.VALUE)", timing.CELL)
         poller = await k.run_cell(
             "from ipykernel.kernelapp import IPKernelApp\n"
             "import os; app = IPKernelApp.instance()\n"
@@ -221,7 +222,7 @@ def test_the_builds_secrets_reach_no_kernel_forked_or_fresh(tmp_path: Path, monk
 
     async def seen(**kwargs: Any) -> tuple[dict[str, Any], bool]:
         async with KernelSession(PLAIN, cwd=tmp_path, **kwargs) as kernel:
-            result = json.loads(stdout(await kernel.run_cell(SECRETS_SEEN, 30)))
+            result = json.loads(stdout(await kernel.run_cell(SECRETS_SEEN, timing.CELL)))
             return result, isinstance(kernel.km.provisioner.process, ForkedProcess)
 
     with ForkServer() as server:
@@ -248,10 +249,10 @@ def test_close_kills_templates_and_running_kernels(tmp_path: Path) -> None:
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
             pid = k.km.provisioner.process.pid
             template = next(iter(server.templates.values())).process.pid
-            helper = int(stdout(await k.run_cell(spawn, 30)))  # in the kernel's process group
+            helper = int(stdout(await k.run_cell(spawn, timing.CELL)))  # in the kernel's process group
             assert alive(pid) and alive(helper) and kernel_processes()
             server.close()  # the build ends (or is interrupted) with the kernel still up
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(timing.POLL)
             assert not await k.km.is_alive()
             return pid, template, helper
 
@@ -286,23 +287,23 @@ def test_a_template_killed_or_stopped_by_a_cell_costs_no_session(tmp_path: Path,
             template = next(iter(server.templates.values()))
             found["template"] = template.process.pid
             found["kernels"] = [own.pid, next_page.pid]
-            found["attack"] = await own.run_cell(attack + "\nimport time; time.sleep(0.2); print('on')", 30)
+            found["attack"] = await own.run_cell(attack + "\nimport time; time.sleep(0.2); print('on')", timing.CELL)
             started = asyncio.get_running_loop().time()
             found["alive"] = await next_page.km.is_alive()  # a status check, never the template's
             found["check_s"] = asyncio.get_running_loop().time() - started
-            await asyncio.sleep(1.5)  # ipykernel's parent poller looks every second
-            found["own"] = await own.run_cell("print('own')", 30)
-            found["next"] = await next_page.run_cell("print('next')", 30)
+            await asyncio.sleep(timing.PARENT_POLL)  # ipykernel's parent poller looks every second
+            found["own"] = await own.run_cell("print('own')", timing.CELL)
+            found["next"] = await next_page.run_cell("print('next')", timing.CELL)
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as later:
             found["later_process"] = later.km.provisioner.process
-            found["later"] = await later.run_cell("print('later')", 30)
+            found["later"] = await later.run_cell("print('later')", timing.CELL)
             found["templates"] = [t.process.pid for t in server.templates.values()]
         return found
 
     with ForkServer(warn=warnings.append) as server:
         found = run(sessions(server))
     assert stdout(found["attack"]) == "on\n" and stdout(found["own"]) == "own\n"
-    assert found["alive"] and found["check_s"] < 1 and stdout(found["next"]) == "next\n"
+    assert found["alive"] and found["check_s"] < timing.PARENT_CHECK and stdout(found["next"]) == "next\n"
     # The next launch forks from a new template; the old one is gone, stopped or not.
     assert isinstance(found["later_process"], ForkedProcess) and stdout(found["later"]) == "later\n"
     assert found["templates"] != [found["template"]] and not alive(found["template"])
@@ -320,14 +321,14 @@ def test_a_forked_kernels_exit_status_is_read_without_its_template(tmp_path: Pat
             os.kill(template.pid, signal.SIGSTOP)
             try:
                 started = asyncio.get_running_loop().time()
-                died = await kernel.run_cell(code, 30)
+                died = await kernel.run_cell(code, timing.CELL)
                 return died, asyncio.get_running_loop().time() - started
             finally:
                 os.kill(template.pid, signal.SIGCONT)
 
     with ForkServer() as server:
         died, took = run(session(server, "import os; os._exit(3)"))
-        assert died.status == "died" and died.error["evalue"] == "the kernel exited with status 3" and took < 5
+        assert died.status == "died" and died.error["evalue"] == "the kernel exited with status 3" and took < timing.DEATH_SEEN
     with ForkServer() as server:
         died, _ = run(session(server, "import os; os.kill(os.getpid(), 9)"))
         assert died.error["evalue"] == "the kernel died of SIGKILL (killed, perhaps for lack of memory)"
@@ -346,7 +347,7 @@ def test_failed_preload_and_disabled_server_fall_back(tmp_path: Path) -> None:
             async with KernelSession(broken, cwd=tmp_path, manager_factory=server.manager):
                 pass
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=disabled.manager) as k:
-            return stdout(await k.run_cell("print(3)", 30)), k.km.provisioner.process
+            return stdout(await k.run_cell("print(3)", timing.CELL)), k.km.provisioner.process
 
     with ForkServer(warn=warnings.append) as server, ForkServer(
         warn=warnings.append, enabled=False
@@ -373,7 +374,7 @@ def test_a_preload_that_prints_at_import_still_forks(
     async def session() -> tuple[Any, Any]:
         assert await server.ready(banner)
         async with KernelSession(banner, cwd=tmp_path, manager_factory=server.manager) as k:
-            return k.km.provisioner.process, [await k.run_cell("print(3)", 30), await k.run_cell("print(4)", 30)]
+            return k.km.provisioner.process, [await k.run_cell("print(3)", timing.CELL), await k.run_cell("print(4)", timing.CELL)]
 
     with ForkServer() as server:
         process, result = run(session())
@@ -395,7 +396,7 @@ def test_environment_a_preload_may_read_at_import_is_not_forked(tmp_path: Path) 
             async with KernelSession(
                 PLAIN, cwd=tmp_path, manager_factory=server.manager, extra_env=extra
             ) as k:
-                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, 30))))
+                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, timing.CELL))))
         return found
 
     with ForkServer(warn=warnings.append) as server:
@@ -441,9 +442,9 @@ def test_a_forked_kernel_sees_what_a_fresh_kernel_sees(
 
     async def session(factory: Any) -> dict[str, Any]:
         async with KernelSession(mxnet_spec, cwd=tmp_path, manager_factory=factory) as k:
-            state = await k.run_cell(STATE, 30)
-            draws = await k.run_cell(DRAWS, 60)
-            second = await k.run_cell("1", 30)
+            state = await k.run_cell(STATE, timing.CELL)
+            draws = await k.run_cell(DRAWS, timing.CELL)
+            second = await k.run_cell("1", timing.CELL)
             return {
                 "forked": isinstance(k.km.provisioner.process, ForkedProcess),
                 "counts": [state.execution_count, draws.execution_count, second.execution_count],
@@ -497,9 +498,9 @@ def test_history_is_the_sessions_own_and_in_memory(
 
     async def session(factory: Any) -> list[str]:
         async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
-            await k.run_cell("a = 'first cell'", 30)
-            shown = await k.run_cell("%history -n", 30)
-            where = await k.run_cell("print(get_ipython().history_manager.hist_file); print(len(In))", 30)
+            await k.run_cell("a = 'first cell'", timing.CELL)
+            shown = await k.run_cell("%history -n", timing.CELL)
+            where = await k.run_cell("print(get_ipython().history_manager.hist_file); print(len(In))", timing.CELL)
             return [stdout(shown), stdout(where), bool(isinstance(k.km.provisioner.process, ForkedProcess))]
 
     with ForkServer() as server:
@@ -563,10 +564,10 @@ def app_state(result: Any) -> dict[str, Any]:
 async def app_session(factory: Any, cwd: Path) -> dict[str, Any]:
     """A torch session that asks for APP_STATE first, then draws, a magic, a figure, history."""
     async with KernelSession(TORCH, cwd=cwd, manager_factory=factory) as k:
-        state = await k.run_cell(APP_STATE, 30)
-        seeds = await k.run_cell(SEEDS, 30)
-        magic = await k.run_cell("%who_ls", 30)
-        plot = await k.run_cell(PLOT, 60)
+        state = await k.run_cell(APP_STATE, timing.CELL)
+        seeds = await k.run_cell(SEEDS, timing.CELL)
+        magic = await k.run_cell("%who_ls", timing.CELL)
+        plot = await k.run_cell(PLOT, timing.CELL)
         found = {
             "forked": isinstance(k.km.provisioner.process, ForkedProcess),
             "connection_file": k.km.connection_file,
@@ -576,7 +577,7 @@ async def app_session(factory: Any, cwd: Path) -> dict[str, Any]:
             "magic": magic,
             "plot": plot,
         }
-        history = await k.run_cell("print(len(In), len(Out), In[3])", 30)
+        history = await k.run_cell("print(len(In), len(Out), In[3])", timing.CELL)
         found["later_history"] = stdout(history)
         return found
 
@@ -620,7 +621,7 @@ def test_a_forked_kernels_app_and_shell_are_a_fresh_kernels(shared: dict[str, An
 async def env_session(server: ForkServer, cwd: Path, extra: dict[str, str]) -> tuple[Any, dict[str, Any]]:
     """A plain session with ``extra`` in its environment: its process, and APP_STATE."""
     async with KernelSession(PLAIN, cwd=cwd, manager_factory=server.manager, extra_env=extra) as k:
-        result = await k.run_cell(APP_STATE, 30)
+        result = await k.run_cell(APP_STATE, timing.CELL)
         return k.km.provisioner.process, app_state(result)
 
 
@@ -664,8 +665,8 @@ def test_a_configured_shell_subclass_is_built_by_the_kernel(
 
     async def session(factory: Any) -> dict[str, Any]:
         async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
-            state = app_state(await k.run_cell(APP_STATE, 30))
-            second = await k.run_cell("print(len(In))", 30)
+            state = app_state(await k.run_cell(APP_STATE, timing.CELL))
+            second = await k.run_cell("print(len(In))", timing.CELL)
             return {"forked": isinstance(k.km.provisioner.process, ForkedProcess), "state": state,
                     "second": stdout(second)}
 
@@ -713,7 +714,7 @@ def test_a_config_file_that_runs_code_is_read_by_each_kernel(
 
     async def session(factory: Any) -> list[Any]:
         async with KernelSession(PLAIN, cwd=cwd, manager_factory=factory) as k:
-            result = await k.run_cell(cell, 30)
+            result = await k.run_cell(cell, timing.CELL)
             return [o.get("text") or o.get("data", o)["text/plain"] for o in result.outputs]
 
     def sessions() -> list[list[Any]]:
@@ -784,7 +785,7 @@ def test_config_files_changed_since_the_template_read_them_are_read_by_the_kerne
 
     async def session() -> list[Any]:
         async with KernelSession(PLAIN, cwd=tmp_path, manager_factory=server.manager) as k:
-            result = await k.run_cell("1\n2", 30)
+            result = await k.run_cell("1\n2", timing.CELL)
             return [o["data"]["text/plain"] for o in result.outputs]
 
     async def sessions() -> list[list[Any]]:
@@ -821,16 +822,16 @@ def test_a_template_whose_imported_files_changed_forks_no_more(
     async def sessions(server: ForkServer) -> list[tuple[Any, str, str, int]]:
         found = []
         async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as first:
-            found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, 30))))
+            found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, timing.CELL))))
             module.write_text("VERSION = 2\n")  # the same size; saved while a kernel runs
-            await asyncio.sleep(0.1)  # not as the next template starts (that one is not trusted)
+            await asyncio.sleep(timing.SETTLE)  # not as the next template starts (that one is not trusted)
             async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as second:
-                found.append((second.km.provisioner.process, stdout(await second.run_cell(ask, 30))))
-                found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, 30))))
+                found.append((second.km.provisioner.process, stdout(await second.run_cell(ask, timing.CELL))))
+                found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, timing.CELL))))
         return found
 
     with ForkServer(warn=warnings.append) as server:
-        time.sleep(0.1)  # written before the template starts (one written as it starts is not trusted)
+        time.sleep(timing.SETTLE)  # written before the template starts (one written as it starts is not trusted)
         assert run(server.ready(saved))
         templates = [next(iter(server.templates.values())).process]
         (first, old), (second, new), (_, still_old) = run(sessions(server))
@@ -860,7 +861,7 @@ def test_a_preload_the_pages_folder_has_its_own_copy_of_is_imported_from_there(t
         found = []
         for cwd, factory in ((page, None), (page, server.manager), (other, server.manager)):
             async with KernelSession(shadowed, cwd=cwd, manager_factory=factory) as k:
-                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, 30))))
+                found.append((k.km.provisioner.process, stdout(await k.run_cell(ask, timing.CELL))))
         return found
 
     warnings: list[str] = []
@@ -916,13 +917,13 @@ def test_a_preload_that_uses_the_shell_at_import_shows_what_a_fresh_kernel_shows
 
     async def sessions(server: ForkServer) -> tuple[list[Any], list[list[Any]], list[Any]]:
         async with KernelSession(PLAIN, cwd=tmp_path) as fresh:
-            oracle = [_seen(await fresh.run_cell(code, 60)) for code in SHELL_CELLS]
+            oracle = [_seen(await fresh.run_cell(code, timing.CELL)) for code in SHELL_CELLS]
         assert await server.ready(preloaded)
         found, processes = [], []
         for _ in range(2):
             async with KernelSession(preloaded, cwd=tmp_path, manager_factory=server.manager) as k:
                 processes.append(k.km.provisioner.process)
-                found.append([_seen(await k.run_cell(code, 60)) for code in SHELL_CELLS])
+                found.append([_seen(await k.run_cell(code, timing.CELL)) for code in SHELL_CELLS])
         return oracle, found, processes
 
     with ForkServer(warn=notes.append) as server:
@@ -957,7 +958,7 @@ def test_the_template_shares_only_what_does_not_use_the_shell(tmp_path: Path) ->
         " 'lc_heavy' in sys.modules, template.shareable(['lc_shows'])]))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timing.PYTHON_CHECK)
     (book_roots, book_left), (plain_roots, plain_left), imported_here, shows = json.loads(out.stdout)
     assert book_roots == ["lc_book", "lc_heavy", "lc_late"]  # lc_heavy.part comes with its package
     assert book_left == {

@@ -28,6 +28,7 @@ from nbclient import NotebookClient
 
 from livecells.model.streams import shown_outputs
 
+import timing
 from helpers import build_site, built_page
 from paths import DATA
 
@@ -86,7 +87,7 @@ def kernel_environment(framework: str) -> Path:
     if not (target / ".livecells-env-ok").exists() and shutil.which(python) is None:
         pytest.skip(f"cannot make the {framework} environment: no {python} (set LIVECELLS_ENV_PYTHON)")
     try:
-        made = subprocess.run([str(MAKE), framework, str(target)], capture_output=True, text=True, timeout=1800)
+        made = subprocess.run([str(MAKE), framework, str(target)], capture_output=True, text=True, timeout=timing.ENV_BUILD)
     except subprocess.TimeoutExpired:
         pytest.skip(f"cannot make the {framework} environment in {target}: tests/envs/make.sh took over 30 min")
     if made.returncode != 0:
@@ -98,7 +99,7 @@ def kernel_environment(framework: str) -> Path:
 def run_nbclient(kernel: str, cells: list[str], cwd: Path, env: dict[str, str]) -> list[list[dict[str, Any]]]:
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in cells])
     NotebookClient(
-        notebook, kernel_name=kernel, timeout=300, allow_errors=True,
+        notebook, kernel_name=kernel, timeout=timing.ORACLE_CELL, allow_errors=True,
         resources={"metadata": {"path": str(cwd)}},
     ).execute(env=env)
     return [[json.loads(json.dumps(o)) for o in cell.outputs] for cell in notebook.cells]
@@ -233,7 +234,7 @@ def test_a_training_chapter_shows_what_jupyter_shows(framework: str, tmp_path: P
                 cell.outputs = []
         env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
         NotebookClient(
-            theirs, kernel_name=kernel, timeout=600, allow_errors=True,
+            theirs, kernel_name=kernel, timeout=timing.ORACLE_CELL_FRAMEWORKS, allow_errors=True,
             resources={"metadata": {"path": str(page.parent)}},
         ).execute(env=env)
     pairs = [(a, b) for a, b in zip(ours.cells, theirs.cells) if a.cell_type == "code"]

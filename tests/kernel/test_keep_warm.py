@@ -19,6 +19,7 @@ from livecells.execute.forkserver.warm import stop_all
 from livecells.kernel_side.lifetime import Lifetime
 from livecells.kernel_side.reaper import process_start
 
+import timing
 from helpers import build_site
 from paths import EXT
 
@@ -106,7 +107,7 @@ def alive(pid: int, start: int | None) -> bool:
 def wait_gone(pid: int, start: int | None, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while alive(pid, start) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(timing.POLL)
     return not alive(pid, start)
 
 
@@ -178,7 +179,7 @@ def test_a_second_build_adopts_the_template_kept_warm_and_a_new_preload_starts_o
     records = [json.loads(p.read_text()) for p in warm.glob("*.json")]
     stopped = stop_all(str(warm))
     assert sorted(stopped) == sorted(r["pid"] for r in records) and len(stopped) == 3
-    assert all(wait_gone(r["pid"], r["start"], 5) for r in records)
+    assert all(wait_gone(r["pid"], r["start"], timing.WARM_GONE) for r in records)
     assert not list(warm.glob("*.json"))
 
 
@@ -191,7 +192,7 @@ def test_a_changed_imported_file_means_a_new_template(tmp_path, monkeypatch, war
     settle()
     second = edited_build(src, tmp_path)
     assert second["template"] != alpha and imports(modules, "lc_alpha") == 2 * once
-    assert wait_gone(alpha, start, 5)  # the stale one was stopped, not left to idle
+    assert wait_gone(alpha, start, timing.WARM_GONE)  # the stale one was stopped, not left to idle
 
 
 @pytest.mark.kernel
@@ -202,7 +203,7 @@ def test_a_changed_environment_means_a_new_template_and_the_old_one_stops(tmp_pa
     monkeypatch.setenv("LC_TEST_SETTING", "changed")  # a preload might read it at import
     second = edited_build(src, tmp_path)
     assert second["template"] != alpha and imports(modules, "lc_alpha") == 2 * once
-    assert wait_gone(alpha, start, 5)  # one template kept per key: the other environment's stops
+    assert wait_gone(alpha, start, timing.WARM_GONE)  # one template kept per key: the other environment's stops
     assert len(list(warm.glob("*.json"))) == 2  # the new alpha, and beta (not run, kept)
 
 
@@ -214,7 +215,7 @@ def test_a_template_kept_warm_ends_after_its_idle_time(tmp_path, monkeypatch, wa
     assert len(pids) == 2 and all(alive(pid, start) for pid, start in starts.items())
     folders = [os.path.dirname(json.loads(p.read_text())["path"]) for p in warm.glob("*.json")]
     assert len(folders) == 2 and all(os.path.isdir(f) for f in folders)
-    assert all(wait_gone(pid, start, 2 + 5) for pid, start in starts.items())
+    assert all(wait_gone(pid, start, 2 + timing.WARM_GONE) for pid, start in starts.items())
     assert not list(warm.glob("*.json"))  # each removed its own record, socket and folder
     assert not any(os.path.exists(f) for f in folders)
 
@@ -267,7 +268,7 @@ def test_a_template_kept_warm_ends_with_its_owner(tmp_path, monkeypatch, warm_fo
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
-    assert all(wait_gone(pid, start, 5) for pid, start in starts.items())
+    assert all(wait_gone(pid, start, timing.WARM_GONE) for pid, start in starts.items())
 
 
 class FakeReaper:
@@ -358,15 +359,15 @@ def test_a_kernel_ends_with_its_build_while_the_warm_template_lives_on(tmp_path,
     try:
         assert driver.stdout is not None
         build = int(driver.stdout.readline())
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + timing.REACH
         while not told.exists() or not told.read_text():
             assert time.monotonic() < deadline and driver.poll() is None
-            time.sleep(0.05)
+            time.sleep(timing.POLL)
         kernel, template = map(int, told.read_text().split())
         kernel_start, template_start = process_start(kernel), process_start(template)
         os.kill(build, signal.SIGKILL)
         assert driver.stdout.readline() == "ended\n"
-        assert wait_gone(kernel, kernel_start, 5)
+        assert wait_gone(kernel, kernel_start, timing.WARM_GONE)
         assert alive(template, template_start)
         # The lock died with the build: the next build adopts the template.
         page(src, tmp_path / "ran.jsonl", "alpha v2")
@@ -375,7 +376,7 @@ def test_a_kernel_ends_with_its_build_while_the_warm_template_lives_on(tmp_path,
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
-    assert wait_gone(template, template_start, 5)  # its owner, the driver, is gone
+    assert wait_gone(template, template_start, timing.WARM_GONE)  # its owner, the driver, is gone
 
 
 @pytest.mark.parametrize("bad", [

@@ -32,6 +32,7 @@ from livecells.kernel_side import budget, hook, interpreter, reaper, sharing, te
 from livecells.kernel_side.reaper import Guard
 from livecells.model.frameworks import FrameworkSpec
 
+import timing
 from paths import REPO
 
 SPEC = FrameworkSpec(
@@ -192,15 +193,15 @@ def test_drain_waits_for_the_pipe_to_empty_but_not_past_its_timeout() -> None:
         started = time.monotonic()
         reader.start()
         hook.drain_fd_output([stream, types.SimpleNamespace()], timeout=5)
-        assert 0.09 < time.monotonic() - started < 2
+        assert 0.09 < time.monotonic() - started < timing.WAKE_SLACK
         reader.join()
         os.write(write, b"never read")
         started = time.monotonic()
         hook.drain_fd_output([stream], timeout=0.2)
-        assert 0.19 < time.monotonic() - started < 1.5
+        assert 0.19 < time.monotonic() - started < timing.PAST_TIMEOUT
         started = time.monotonic()
         hook.drain_fd_output([types.SimpleNamespace()], timeout=5)  # no ipykernel pipe: no wait
-        assert time.monotonic() - started < 0.1
+        assert time.monotonic() - started < timing.NO_WAIT
     finally:
         os.close(read)
         os.close(write)
@@ -218,28 +219,28 @@ def test_the_pipe_reader_is_idle_only_while_it_blocks_reading_the_pipe() -> None
     def reader() -> None:
         while os.read(read, 100) != b"end":
             holding.set()
-            go_on.wait(5)  # holds the chunk, outside read()
+            go_on.wait(timing.THREAD)  # holds the chunk, outside read()
             go_on.clear()
 
     thread = threading.Thread(target=reader)
     stream = types.SimpleNamespace(_fid=read, watch_fd_thread=thread)
     try:
         thread.start()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + timing.THREAD
         while hook.reader_idle(stream) is not True and time.monotonic() < deadline:
-            time.sleep(0.001)
+            time.sleep(timing.POLL)
         assert hook.reader_idle(stream) is True
         os.write(write, b"chunk")
-        assert holding.wait(5)
+        assert holding.wait(timing.THREAD)
         assert hook.reader_idle(stream) is False
         threading.Timer(0.15, go_on.set).start()
         started = time.monotonic()
         hook.drain_fd_output([stream], timeout=5)  # the pipe is empty, but the chunk is held
-        assert 0.14 < time.monotonic() - started < 2
+        assert 0.14 < time.monotonic() - started < timing.WAKE_SLACK
         assert hook.reader_idle(stream) is True
         started = time.monotonic()
         hook.drain_fd_output([stream], timeout=5)  # idle: no wait at all
-        assert time.monotonic() - started < 0.05
+        assert time.monotonic() - started < timing.NO_WAIT_IDLE
         # What cannot be seen counts as unknown, never as idle.
         assert hook.reader_idle(types.SimpleNamespace(_fid=read)) is None
         os.write(write, b"end")
@@ -291,7 +292,7 @@ print(json.dumps({"registered": registered, "new_names": sorted(set(globals()) -
 def test_the_hook_runs_in_a_python_without_livecells_in_a_namespace_of_its_own() -> None:
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", WITHOUT_LIVECELLS, hook_request(SPEC)],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True, text=True, timeout=timing.PYTHON_CHECK, check=True,
     )
     found = json.loads(done.stdout)
     assert found["registered"] == ["pre_run_cell", "post_run_cell"]
@@ -411,7 +412,7 @@ def test_the_template_runs_as_a_file_in_a_python_without_livecells() -> None:
     )
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", check, template.__file__, "marker", "/nonexistent.sock", "1", "[]"],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True, text=True, timeout=timing.PYTHON_CHECK, check=True,
     )
     assert done.stdout.splitlines() == [template.__file__, "_livecells_reaper", "_livecells_sharing", "[]"]
     assert template._beside("reaper.py").kill_tree.__module__ == "_livecells_reaper"
@@ -547,13 +548,13 @@ def test_a_real_kernel_runs_the_hook_file_and_times_its_cells(tmp_path: Path) ->
                 "import sys\nstate = sys.modules['_livecells_kernel']\n"
                 "print(state.probe.__code__.co_filename, 'install' in globals(), 'json' in sys.modules, sep='\\n')", 30
             )
-            timed = await kernel.run_cell("import time; time.sleep(0.05)", 30, last=True)
+            timed = await kernel.run_cell("import time; time.sleep(0.05)", timing.CELL, last=True)
             return where, timed, await kernel.probe()
 
     where, timed, probe = asyncio.run(session())
     text = "".join(o.get("text", "") for o in where.outputs)
     assert text.splitlines() == [hook.__file__, "False", "True"]
-    assert where.time is not None and 0.05 <= timed.time < 5
+    assert where.time is not None and 0.05 <= timed.time < timing.TIMED_CELL
     assert probe.sync_errors == ((1, "ValueError: sync failed"), (2, "ValueError: sync failed"))
 
 
@@ -574,11 +575,11 @@ def test_a_real_kernel_times_a_cell_whole_and_never_shows_a_time_not_measured(tm
     async def session(events: list[str]) -> list[Any]:
         async with KernelSession(spec, cwd=tmp_path) as kernel:
             cells = [nested, "time.sleep(0.02); 1 / 0", unregister.format(events=events), "1 + 1", "1 / 0"]
-            return [await kernel.run_cell(code, 30) for code in cells]
+            return [await kernel.run_cell(code, timing.CELL) for code in cells]
 
     for events in (["post_run_cell"], ["pre_run_cell"], ["pre_run_cell", "post_run_cell"]):
         whole, plain, cut, after, failed = asyncio.run(session(events))
-        assert whole.status == "ok" and 0.4 <= whole.time < 5  # not the nested cell's 0.01 s
+        assert whole.status == "ok" and 0.4 <= whole.time < timing.TIMED_CELL  # not the nested cell's 0.01 s
         # Each time is its own cell's (at least its sleep), never the one before's: compared by
         # value, not by a bound that a loaded machine can pass.
         assert plain.status == "error" and plain.time is not None and plain.time >= 0.02
@@ -625,10 +626,10 @@ def test_the_guard_kills_what_a_dead_kernel_left_wherever_it_went(tmp_path: Path
         kernel.wait()  # the kernel is gone first: its tree cannot be walked any more
         assert psutil.Process(daemon).status() != psutil.STATUS_ZOMBIE
         guard.close()  # as when the build dies: the pipe closes
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + timing.GUARD_EXIT
         while psutil.pid_exists(daemon) and psutil.Process(daemon).status() != psutil.STATUS_ZOMBIE:
             assert time.monotonic() < deadline, "the daemon outlived the guard"
-            time.sleep(0.05)
+            time.sleep(timing.POLL)
         assert other.poll() is None  # another session's process is not touched
     finally:
         other.kill()
@@ -872,7 +873,7 @@ def test_no_fallback_fires_on_the_installed_ipykernel_and_ipython(tmp_path: Path
 
     async def session(factory: Any = None) -> Any:
         async with KernelSession(spec, cwd=tmp_path, manager_factory=factory) as kernel:
-            results = [await kernel.run_cell(code, 30) for code in cells]
+            results = [await kernel.run_cell(code, timing.CELL) for code in cells]
             forked = isinstance(getattr(kernel.km.provisioner, "process", None), ForkedProcess)
             return results, await kernel.probe(), forked
 

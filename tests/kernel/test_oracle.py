@@ -36,6 +36,7 @@ from nbclient import NotebookClient
 from livecells.model.streams import shown_outputs
 from livecells.model.text import strip_ansi
 
+import timing
 from helpers import build_site, built_page, cells
 from paths import DATA
 
@@ -157,7 +158,7 @@ def run_nbclient(cells_: list[Cell], cwd: Path) -> list[list[dict[str, Any]]]:
     # ipykernel stops capturing fds 1 and 2 under pytest; a notebook kernel is not under pytest.
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     NotebookClient(
-        notebook, kernel_name="python3", timeout=120, allow_errors=True,
+        notebook, kernel_name="python3", timeout=timing.ORACLE_CELL, allow_errors=True,
         resources={"metadata": {"path": str(cwd)}},
     ).execute(env=env)
     return [[json.loads(json.dumps(o)) for o in cell.outputs] for cell in notebook.cells]
@@ -473,7 +474,7 @@ def test_the_client_never_drops_iopub_messages(tmp_path):
 
     async def run() -> tuple[int, str]:
         async with KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=tmp_path) as kernel:
-            result = await kernel.run_cell("print('alive')", 60)
+            result = await kernel.run_cell("print('alive')", timing.CELL)
             return kernel.kc.iopub_channel.socket.getsockopt(zmq.RCVHWM), result.outputs[0]["text"]
 
     assert asyncio.run(run()) == (0, "alive\n")

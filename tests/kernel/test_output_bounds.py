@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+import timing
+
 FLOODS = {
     "stream": "import sys; sys.stdout.write('x' * (64 << 20))",
     "stream from C": "import os; os.write(1, b'y' * (64 << 20))",
@@ -20,7 +22,7 @@ FLOODS = {
 
 
 @pytest.mark.kernel
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(timing.FLOODS)
 def test_no_output_reaches_the_build_whole(tmp_path):
     import asyncio
     import tracemalloc
@@ -36,10 +38,10 @@ def test_no_output_reaches_the_build_whole(tmp_path):
         async with KernelSession(spec, cwd=tmp_path, output_limit=1000) as kernel:
             for name, code in FLOODS.items():
                 tracemalloc.start()
-                found[name] = await kernel.run_cell(code, 120)
+                found[name] = await kernel.run_cell(code, timing.CELL)
                 found[name + " peak"] = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
-            found["after"] = await kernel.run_cell("print('still here')", 30)
+            found["after"] = await kernel.run_cell("print('still here')", timing.CELL)
         return found
 
     found = asyncio.run(session())

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import timing
 from helpers import build_site, live_cell, procs_site, survivors
 
 # Starts the members of the class "a process that leaves its kernel's group or session": a
@@ -98,13 +99,13 @@ def spawn_build(src: Path, *extra: str, env: dict[str, str] | None = None) -> su
         signal.signal(signal.SIGINT, previous)
 
 
-def wait_for(path: Path, proc: subprocess.Popen, within: float = 90) -> None:
+def wait_for(path: Path, proc: subprocess.Popen, within: float = timing.REACH) -> None:
     deadline = time.monotonic() + within
     while not path.exists():
         assert proc.poll() is None, proc.stdout.read().decode()
         assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-    time.sleep(0.1)
+        time.sleep(timing.POLL)
+    time.sleep(timing.SETTLE)
 
 
 def livecells_children(pid: int) -> list[psutil.Process]:
@@ -159,8 +160,8 @@ def test_a_build_ended_by_a_signal_mid_cell_leaves_nothing_running(tmp_path, roo
     assert bool(templates_of(proc.pid)) == fork  # forked from a template, or launched
     started = time.monotonic()
     proc.send_signal(signum)
-    proc.communicate(timeout=30)
-    assert time.monotonic() - started < 2.0
+    proc.communicate(timeout=timing.EXIT)
+    assert time.monotonic() - started < timing.SIGNAL_ENDS_BUILD
     assert proc.returncode != 0
     left = survivors(pids + everything)
     assert left == [], describe(left, pids)
@@ -201,18 +202,18 @@ def templates_of(pid: int) -> list[psutil.Process]:
 def test_a_template_importing_a_slow_module_ends_with_the_build(tmp_path, rootdir, how):
     src, env = slow_preload_site(tmp_path, rootdir)
     proc = spawn_build(src, env=env)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timing.REACH
     while not (found := templates_of(proc.pid)):
         assert proc.poll() is None, proc.stdout.read().decode()
         assert time.monotonic() < deadline, "no template started"
-        time.sleep(0.05)
-    time.sleep(1.0)  # the build now waits for the import, in the read or the execute phase
+        time.sleep(timing.POLL)
+    time.sleep(timing.IMPORT_UNDER_WAY)  # the build now waits for the import, in the read or the execute phase
     everything = [p.pid for p in livecells_children(proc.pid)]
     started = time.monotonic()
     proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
-    proc.communicate(timeout=30)
-    assert time.monotonic() - started < 2.0
-    assert survivors([t.pid for t in found] + everything, within=1.0) == []
+    proc.communicate(timeout=timing.EXIT)
+    assert time.monotonic() - started < timing.SIGNAL_ENDS_BUILD
+    assert survivors([t.pid for t in found] + everything, within=timing.TEMPLATE_GONE) == []
 
 
 def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
@@ -222,13 +223,13 @@ def test_guard_kills_registered_trees_when_its_pipe_closes(tmp_path):
         [sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '1000'], "
          "start_new_session=True); time.sleep(1000)"]
     )
-    time.sleep(0.3)
+    time.sleep(timing.CHILD_START)
     tree = [daemon.pid] + [p.pid for p in psutil.Process(daemon.pid).children(recursive=True)]
     assert len(tree) == 2
     guard = Guard()
     guard.watch(daemon.pid)
     guard.close()  # as the death of the Sphinx process would
-    daemon.wait(5)
+    daemon.wait(timing.KILLED)
     assert survivors(tree) == []
 
 
@@ -245,12 +246,12 @@ def test_a_dead_kernels_pid_now_naming_another_process_is_not_signalled():
         session = KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=".")
         session.pid, session._pid_start = stranger.pid, process_start(stranger.pid) + 1
         session._kill_processes()  # the pid of a kernel that died, reused by ``stranger``
-        time.sleep(0.1)
+        time.sleep(timing.SETTLE)
         assert psutil.Process(stranger.pid).status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE)
         assert stranger.poll() is None and session._killed == [] and not session._root_killed
         session.pid, session._pid_start = stranger.pid, process_start(stranger.pid)
         session._kill_processes()  # still the process it started as: killed
-        assert stranger.wait(5) == -signal.SIGKILL and session._root_killed
+        assert stranger.wait(timing.KILLED) == -signal.SIGKILL and session._root_killed
         assert process_start(stranger.pid) is None  # reaped (or a zombie): gone
     finally:
         stranger.kill()
@@ -306,7 +307,7 @@ def test_kernels_listen_on_no_tcp_port_and_forked_prints_still_arrive(tmp_path, 
     async def session(server):
         factory = server.manager if server is not None else None
         async with KernelSession(FrameworkSpec(name="alpha", label="Alpha"), cwd=tmp_path, manager_factory=factory) as k:
-            result = await k.run_cell(FORKED_PRINT, 30)
+            result = await k.run_cell(FORKED_PRINT, timing.CELL)
             tree = [psutil.Process(k.pid), *psutil.Process(k.pid).children(recursive=True)]
             inet = [c for p in tree for c in p.net_connections(kind="inet")]
             return result, inet, k._ipc_prefix, k.km.connection_file

@@ -24,6 +24,7 @@ from livecells.execute.kernels.session import KernelSession
 from livecells.kernel_side import reaper
 from livecells.model.frameworks import FrameworkSpec
 
+import timing
 from helpers import alive, survivors
 
 pytestmark = pytest.mark.usefixtures("no_kernel_left")
@@ -71,7 +72,7 @@ def test_a_walk_that_fails_once_is_walked_again_and_the_whole_tree_dies(monkeypa
         calls = failing_walks(monkeypatch, 1)
         killed = reaper.kill_tree(root.pid)
         assert len(calls) >= 2 and set(killed) == {child, root.pid}
-        assert root.wait(5) == -signal.SIGKILL
+        assert root.wait(timing.KILLED) == -signal.SIGKILL
         assert survivors([child]) == []
     finally:
         clean_up([root.pid, child])
@@ -85,7 +86,7 @@ def test_a_walk_that_always_fails_still_kills_the_root_it_stopped(monkeypatch):
         failing_walks(monkeypatch, 1000)
         with pytest.raises(ValueError, match="changed under the walk"):
             reaper.kill_tree(root.pid, rounds=5)
-        assert root.wait(5) == -signal.SIGKILL
+        assert root.wait(timing.KILLED) == -signal.SIGKILL
     finally:
         clean_up([root.pid, child])
         root.wait()
@@ -118,7 +119,7 @@ def test_the_guard_kills_every_tree_when_a_walk_of_one_fails():
             stderr=subprocess.PIPE,
         )
         lines = "".join(f"+{root.pid}\n" for root, _ in trees)
-        _, errors = guard.communicate(lines.encode(), timeout=10)  # EOF: the build died
+        _, errors = guard.communicate(lines.encode(), timeout=timing.GUARD_EXIT)  # EOF: the build died
         assert guard.returncode == 0, errors.decode()
         assert survivors(pids) == [], [(p, psutil.Process(p).status()) for p in pids if alive(p)]
     finally:
@@ -164,7 +165,7 @@ def test_a_second_sigterm_while_the_template_stops_does_not_spare_a_kernels_tree
     async def session() -> list[int]:
         async with KernelSession(framework, cwd=tmp_path, manager_factory=server.manager) as k:
             assert hasattr(k.km.provisioner.process, "killed")  # forked from the template
-            result = await k.run_cell(FAMILY, 30)
+            result = await k.run_cell(FAMILY, timing.CELL)
             seen.extend(int(p) for p in "".join(o.get("text", "") for o in result.outputs).split())
             assert len(seen) == 3, result
             seen.append(k.pid)
@@ -195,11 +196,11 @@ def test_kill_adopted_kills_a_carrier_of_the_token_wherever_it_hangs() -> None:
             carriers = [c.pid for c in psutil.Process(shell.pid).children() if _carries(c, token)]
             if carriers:
                 break
-            time.sleep(0.02)
+            time.sleep(timing.POLL)
         assert carriers
         killed = reaper.kill_adopted(token)
         assert set(carriers) <= set(killed) and shell.pid not in killed
-        shell.wait(timeout=10)  # its child gone, the shell's wait returns
+        shell.wait(timeout=timing.GUARD_EXIT)  # its child gone, the shell's wait returns
         assert not [c for c in carriers if psutil.pid_exists(c) and psutil.Process(c).status() != "zombie"]
     finally:
         shell.kill()

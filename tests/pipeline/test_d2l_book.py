@@ -22,6 +22,7 @@ import pytest
 
 from livecells.convert.rst import convert_text
 
+import timing
 from conftest import kernel_processes
 from helpers import build_site, built_page, d2l_corpus
 
@@ -460,7 +461,7 @@ def test_the_recommended_conf_shows_what_jupyter_shows(book, chapter, framework)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(book["src"]), os.environ.get("PYTHONPATH")]))
     cwd = (book["src"] / chapter).parent
     NotebookClient(
-        theirs, kernel_name="python3", timeout=300, allow_errors=True, resources={"metadata": {"path": str(cwd)}}
+        theirs, kernel_name="python3", timeout=timing.ORACLE_CELL, allow_errors=True, resources={"metadata": {"path": str(cwd)}}
     ).execute(env=env)
     pairs = [(a, b) for a, b in zip(ours.cells, theirs.cells) if a.cell_type == "code"]
     assert len(pairs) > 5

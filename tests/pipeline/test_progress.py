@@ -28,6 +28,8 @@ from livecells.model.frameworks import FrameworkSpec
 from livecells.model.plans import CellPlan, PageSettings, SessionPlan
 from livecells.pipeline.progress import Progress
 
+import timing
+
 EXT = str(Path(livecells.__file__).resolve().parents[1])  # the livecells under test
 COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -181,7 +183,7 @@ def test_a_real_build_in_a_terminal_redraws_the_line_while_a_cell_sleeps(tmp_pat
     )
     os.close(follower)
     chunks: list[bytes] = []
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + timing.TERMINAL_BUILD
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([leader], [], [], 1)
@@ -194,7 +196,7 @@ def test_a_real_build_in_a_terminal_redraws_the_line_while_a_cell_sleeps(tmp_pat
                     break
                 chunks.append(data)
     finally:
-        proc.wait(timeout=60)
+        proc.wait(timeout=timing.EXIT)
         os.close(leader)
     text = b"".join(chunks).decode("utf-8", "replace")
     assert proc.returncode == 0, text[-3000:]

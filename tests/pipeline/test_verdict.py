@@ -21,6 +21,7 @@ import pytest
 import sphinx
 
 import paths
+import timing
 from helpers import FakeKernels, build_site, cell_with, livecells_cli, soup
 
 EXT = str(paths.EXT)
@@ -36,7 +37,7 @@ def sphinx_build(src: Path, *options: str) -> dict:
     out = src / "_build"
     done = subprocess.run(
         [sys.executable, "-m", "sphinx", "-b", "html", *options, str(src), str(out)],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=timing.PROCESS,
     )
     folder = out / ".doctrees" / "livecells-summary"
     return {

@@ -16,6 +16,7 @@ import pytest
 from livecells.plan import keys
 from livecells.plan.keys import files_digest, glob_files
 
+import timing
 from helpers import FakeKernels, build_site, live_cell, procs_site
 
 PATTERNS = [
@@ -39,7 +40,7 @@ def test_depends_globs_match_as_glob_does_on_a_tree_without_links(tmp_path):
         assert glob_files(str(root), pattern) == (expected, False), pattern
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(timing.ENDLESS_WALK)
 def test_links_back_up_the_tree_end_the_walk(tmp_path):
     # Two links back to the folder: glob.glob(recursive=True) walks 2^depth paths, never ending.
     root = tree(tmp_path / "src")
@@ -55,7 +56,7 @@ def test_links_back_up_the_tree_end_the_walk(tmp_path):
     assert len(files) == len(expected)  # each file once, by its real path first
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(timing.LINKED_BUILD)
 def test_a_build_with_linked_folders_in_a_depends_glob_ends_and_sees_changes(tmp_path, rootdir):
     src = tmp_path / "src"
     (src / "data" / "sub").mkdir(parents=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import KernelManager
 
+import timing
 from helpers import build_site, d2l_corpus
 
 # The real d2l sessions need torch and d2l's own dependencies: left out of the matrix.
@@ -352,7 +353,7 @@ class Truth:
         self.manager.start_kernel(cwd=str(src), env=env)
         self.client = self.manager.client()
         self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
+        self.client.wait_for_ready(timeout=timing.REACH)
         truth = src.parent / "truth"
         truth.mkdir()
         (truth / "_truth.py").write_text(TRUTH.format(src=os.path.realpath(src)))
@@ -367,7 +368,7 @@ class Truth:
             if message["msg_type"] in ("stream", "execute_result", "display_data", "error"):
                 outputs.append({"output_type": message["msg_type"], **message["content"]})
 
-        reply = self.client.execute_interactive(code, output_hook=hook, timeout=300)
+        reply = self.client.execute_interactive(code, output_hook=hook, timeout=timing.ORACLE_CELL)
         assert reply["content"]["status"] in ("ok", "error"), reply
         return _printed(outputs)
 
@@ -436,7 +437,7 @@ def test_every_session_a_helper_edit_changes_runs_again(tmp_path, monkeypatch, n
         assert "WARNING" not in warnings, warnings
         outcome = app.env.livecells_outcome
         assert outcome.failed == 0 and len(outcome.sessions) == len(pages)
-        truth.client.get_shell_msg(timeout=300)  # the truth kernel's d2l imports, done
+        truth.client.get_shell_msg(timeout=timing.ORACLE_CELL)  # the truth kernel's d2l imports, done
         baseline = {docname: truth.session(docname, cells) for docname, cells in pages.items()}
         for docname, (printed, opened) in baseline.items():
             # The truth runner prints what livecells' kernels printed, and no session fails.

@@ -12,6 +12,7 @@ from importlib.metadata import version
 
 from livecells.execute.kernels.session import _msg_id
 
+import timing
 from helpers import livecells_cli
 from paths import REPO
 
@@ -35,7 +36,7 @@ def test_setup_without_fcntl_is_a_clear_extension_error():
         "except ExtensionError as error:\n"
         "    print('ExtensionError:', error)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timing.PYTHON_CHECK)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ExtensionError: livecells runs on POSIX systems"), done.stdout
     assert "fcntl" in done.stdout

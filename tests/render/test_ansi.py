@@ -16,6 +16,7 @@ import pytest
 from livecells.model.text import strip_ansi
 from livecells.render.ansi import ansi_runs, ansi_to_html, ansi_to_latex, has_colours
 
+import timing
 from helpers import FakeKernels, build_site, cell_with, soup
 
 ESC = "\x1b"
@@ -168,7 +169,7 @@ def test_a_cells_rich_output_keeps_its_colours_in_latex(rich_site):
         return  # TeX is not installed here: the .tex is checked, not compiled
     done = subprocess.run(
         ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", main.name],
-        cwd=rich_site["latex"], capture_output=True, text=True, timeout=300,
+        cwd=rich_site["latex"], capture_output=True, text=True, timeout=timing.PROCESS,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
 

@@ -19,6 +19,7 @@ from sphinx.testing.util import SphinxTestApp
 from livecells.convert.rst import convert_text
 
 import paths
+import timing
 from helpers import FakeKernels, build_site, soup
 
 DATA = paths.DATA / "convert"
@@ -240,7 +241,7 @@ def test_latex_compiles_to_pdf(book, tmp_path):
     shutil.copytree(book["latex"], outdir)
     done = subprocess.run(
         ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "book.tex"],
-        cwd=outdir, capture_output=True, text=True, timeout=300,
+        cwd=outdir, capture_output=True, text=True, timeout=timing.PROCESS,
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert (outdir / "book.pdf").stat().st_size > 10_000

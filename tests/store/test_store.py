@@ -25,6 +25,7 @@ from livecells.errors import StoreError
 from livecells.model.text import strip_ansi
 from livecells.store.files import FORMAT, OutputStore
 
+import timing
 from helpers import (
     FakeKernels,
     build_site,
@@ -332,7 +333,7 @@ def test_two_builds_sharing_one_store_lose_nothing(tmp_path, rootdir):
         for src in sites
     ]
     for proc in procs:
-        out, _ = proc.communicate(timeout=300)
+        out, _ = proc.communicate(timeout=timing.PROCESS)
         assert proc.returncode == 0, out.decode()
     data = json.loads((store / "other.json").read_text())
     assert set(data["sessions"]) == {"alpha", "beta"}

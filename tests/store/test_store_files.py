@@ -38,6 +38,7 @@ from livecells.store.files import OutputStore
 from livecells.store.schema import check_output, check_session, repair_session
 
 import paths
+import timing
 from helpers import FakeKernels, build_site, cell_with, livecells_cli, outputs, soup
 
 EXT = str(paths.EXT)
@@ -921,12 +922,12 @@ def test_a_fifo_where_a_store_file_should_be_is_a_warning_not_a_hang(site):
     os.mkfifo(path)
     env = {**os.environ, "PYTHONPATH": EXT}
     done = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", "-D", "livecells_execute=cache",
-                           str(site), str(site.parent / "out")], capture_output=True, text=True, env=env, timeout=120)
+                           str(site), str(site.parent / "out")], capture_output=True, text=True, env=env, timeout=timing.PROCESS)
     assert done.returncode == 0, done.stderr
     assert str(path) in done.stderr and "not a regular file" in done.stderr and "Traceback" not in done.stderr
     assert "other page\") out" in outputs(cell_with(soup(site.parent / "out" / "other.html"), "other page"))
     done = subprocess.run([sys.executable, "-m", "livecells", "report", "-s", str(site)],
-                          capture_output=True, text=True, env=env, timeout=60)
+                          capture_output=True, text=True, env=env, timeout=timing.PROCESS)
     # Not a hang; and what it cannot read counts as not run, as in a build (exit status 1).
     assert done.returncode == 1 and "not a regular file" in done.stderr
 
