@@ -40,7 +40,7 @@ test-fast: $(STAMP)
 # $(LIVECELLS_ENVS), ~2 GB each, minutes the first time).
 LIVECELLS_ENVS ?= $(HOME)/.cache/livecells-envs
 test-frameworks: $(STAMP)
-	LIVECELLS_ENVS=$(LIVECELLS_ENVS) $(BIN)/python -m pytest -q -ra -n 0 -m frameworks_extra tests/test_frameworks_envs.py $(PYTEST_ARGS)
+	LIVECELLS_ENVS=$(LIVECELLS_ENVS) $(BIN)/python -m pytest -q -ra -n 0 -m frameworks_extra tests/kernel/test_frameworks_envs.py $(PYTEST_ARGS)
 
 # CI passes MATRIX_ARGS=--require-all: each supported Python must be on the machine.
 test-matrix: $(STAMP)

@@ -9,9 +9,9 @@ import psutil
 import pytest
 from sphinx.util.docutils import additional_nodes
 
-pytest_plugins = ["sphinx.testing.fixtures"]
+from paths import ROOTS
 
-ROOTS = Path(__file__).parent / "roots"
+pytest_plugins = ["sphinx.testing.fixtures"]
 
 # The suite runs two tests at a time on two cores (``make test``: pytest-xdist, ``-n auto``), and
 # the kernels they start import torch, mxnet and numpy, whose thread pools would each take every
@@ -66,7 +66,7 @@ def no_kernel_left():
 #: builds, on one worker) and ``--no-loadscope-reorder`` (modules handed out in this order), so
 #: that they start first and the short modules fill in around them.
 LONGEST_FIRST = (
-    "test_forkserver.py", "test_d2l_book.py", "test_config_and_processes.py", "test_oracle.py",
+    "test_forkserver.py", "test_d2l_book.py", "test_processes.py", "test_oracle.py",
     "test_dask.py", "test_markdown.py", "test_d2l_helpers.py", "test_browser.py",
     "test_kernel_sessions.py", "test_store.py", "test_store_files.py", "test_core.py",
 )

@@ -9,12 +9,14 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import IPython.display
+import psutil
 from bs4 import BeautifulSoup
 from IPython.core.formatters import DisplayFormatter
 from sphinx.testing.util import SphinxTestApp
@@ -22,11 +24,14 @@ from sphinx.testing.util import SphinxTestApp
 from livecells.errors import ExecutorError
 from livecells.model.records import Probe
 
+import timing
+from paths import PLUGINS, REPO, TESTS
+
 
 def d2l_corpus() -> Path | None:
     """Real d2lbook output (see its README): ``LIVECELLS_D2L_CORPUS``, or ``shared/d2l-corpus``
     beside the checkout (from a git worktree one level down, ``../../shared``); None if absent."""
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     candidates = [os.environ.get("LIVECELLS_D2L_CORPUS", "")]
     candidates += [str(base / "shared" / "d2l-corpus") for base in (root.parent, root.parent.parent)]
     return next((Path(c) for c in candidates if c and (Path(c) / "README.md").is_file()), None)
@@ -92,6 +97,30 @@ def one_page_book(tmp_path: Path, conf: Path | str, page: str) -> Path:
     return src
 
 
+def live_cell(code: str, framework: str = "alpha", options: str = "") -> str:
+    """A ``live-cell`` of ``framework`` running ``code``, its ``options`` lines (indented) first."""
+    body = "\n".join("   " + line if line else "" for line in code.splitlines())
+    return f"\n.. live-cell:: {framework}\n{options}\n{body}\n"
+
+
+def procs_site(tmp_path: Path, rootdir: Path, pages: dict[str, str], conf: str = "") -> Path:
+    """``tmp_path/src``, a copy of tests/roots/test-procs (one plain Python framework, ``alpha``)
+    with ``pages`` (name -> text under a title of that name) and ``conf`` added to its conf.py."""
+    src = tmp_path / "src"
+    shutil.copytree(rootdir / "test-procs", src)
+    for name, text in pages.items():
+        (src / name).write_text(f"{name}\n{'=' * len(name)}\n{text}", encoding="utf-8")
+    if conf:
+        with open(src / "conf.py", "a", encoding="utf-8") as handle:
+            handle.write(conf)
+    return src
+
+
+def line_of(text: str, needle: str) -> int:
+    """The 1-based number of the first line of ``text`` that holds ``needle``."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
 def build_site(
     src: Path, builder: str = "html", *, kernels: FakeKernels | None = None, **kwargs: Any
 ) -> tuple[SphinxTestApp, str]:
@@ -125,6 +154,27 @@ def livecells_cli(*argv: str) -> subprocess.CompletedProcess:
         except SystemExit as stop:  # argparse's errors and --help
             code = stop.code if isinstance(stop.code, int) else 1
     return subprocess.CompletedProcess(["livecells", *argv], code, out.getvalue(), err.getvalue())
+
+
+# -- processes that must end -------------------------------------------------------------------
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` names a process that has not exited (a zombie has)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def survivors(pids: list[int], within: float = timing.GONE) -> list[int]:
+    """Those of ``pids`` still alive after ``within`` seconds; [] as soon as none is."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return []
+        time.sleep(timing.POLL)
+    return [p for p in pids if alive(p)]
 
 
 # -- a scheduler without kernels, for the tests whose subject is policy --------------------------
@@ -293,7 +343,7 @@ class FakeKernels:
         "from helpers import FakeKernels as _FakeKernels\n"
         "livecells_executor = _FakeKernels()\n"
         "livecells_fork_kernels = False\n"
-    ).format(tests=str(Path(__file__).parent))
+    ).format(tests=str(TESTS))
 
 
 class InProcessPool:
@@ -361,7 +411,7 @@ def install_plugin(name: str, tmp_path: Path) -> dict[str, str]:
     import sys
 
     source = tmp_path / f"plugin-{name}"
-    shutil.copytree(Path(__file__).parent / "plugins" / name, source)  # the build writes beside it
+    shutil.copytree(PLUGINS / name, source)  # the build writes beside it
     folder = tmp_path / f"installed-{name}"
     if importlib.util.find_spec("pip") and importlib.util.find_spec("setuptools"):
         command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]

@@ -27,4 +27,4 @@ for m in re.findall(r"(?:numpy|torch|Done|mxnet\.np): [\d.]+ sec", page):
 for m in re.findall(r'<p class="livecells-meta[^"]*">([^<]*)</p>', page):
     print("meta:", html.unescape(m))
 PY
-python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/tests.log"
+python3 -m pytest -q -m gpu tests/kernel/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/tests.log"

@@ -1,5 +1,5 @@
 # The oracle corpus: cells run once through nbclient (Jupyter itself) and once through livecells
-# by tests/test_oracle.py, and compared cell by cell. A line "# %% <framework> <name> [raises]"
+# by tests/kernel/test_oracle.py, and compared cell by cell. A line "# %% <framework> <name> [raises]"
 # starts a cell; the cells of one framework run in order in one session (one notebook).
 # This file is data, not a module: it is never imported.
 

@@ -1,4 +1,4 @@
-# Sessions run on a Dask cluster; tests/test_dask.py sets livecells_executor to its scheduler.
+# Sessions run on a Dask cluster; tests/execute/test_dask.py sets livecells_executor to its scheduler.
 extensions = ["livecells"]
 livecells_frameworks = {
     "alpha": {"label": "Alpha", "kernel": "python3"},

@@ -1,5 +1,5 @@
 # One page of each kind of output (normal, error, stderr, recorded, stored), for the theme look
-# tests (tests/test_looks.py): the theme comes from the test. Plain Python kernels, nothing
+# tests (tests/browser/test_looks.py): the theme comes from the test. Plain Python kernels, nothing
 # preloaded. "offline" never runs (no such kernel), so its cell shows its recorded output.
 extensions = ["livecells"]
 html_theme = "alabaster"
