@@ -22,6 +22,7 @@ Prints medians of each and the ratios; ``--json`` writes them.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 import tempfile
@@ -95,7 +96,7 @@ def pipe_kernels(kernels: int) -> dict[str, list[float]]:
             starts.append(time.perf_counter() - t)
             printed = []
             kc.execute_interactive(MOVE, timeout=60, output_hook=lambda m: printed.append(m["content"].get("text", "")))
-            seconds, address, notes = eval("".join(printed))  # a tuple of floats and strings
+            seconds, address, notes = ast.literal_eval("".join(printed))
             if not address or notes:
                 raise SystemExit(f"the move did not happen: {address!r} {notes}")
             moves.append(seconds)
