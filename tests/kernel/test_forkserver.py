@@ -25,6 +25,7 @@ from livecells.model.frameworks import FrameworkSpec
 
 import timing
 from conftest import kernel_processes
+from helpers import alive
 
 pytestmark = pytest.mark.usefixtures("no_kernel_left")
 
@@ -56,14 +57,6 @@ plt.show()
 
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
-
-
-def alive(pid: int) -> bool:
-    """Running, as opposed to gone or a zombie that init has yet to reap."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def stdout(result: Any) -> str:

@@ -33,6 +33,7 @@ from livecells.kernel_side.reaper import Guard
 from livecells.model.frameworks import FrameworkSpec
 
 import timing
+from helpers import alive
 from paths import REPO
 
 SPEC = FrameworkSpec(
@@ -627,7 +628,7 @@ def test_the_guard_kills_what_a_dead_kernel_left_wherever_it_went(tmp_path: Path
         assert psutil.Process(daemon).status() != psutil.STATUS_ZOMBIE
         guard.close()  # as when the build dies: the pipe closes
         deadline = time.monotonic() + timing.GUARD_EXIT
-        while psutil.pid_exists(daemon) and psutil.Process(daemon).status() != psutil.STATUS_ZOMBIE:
+        while alive(daemon):
             assert time.monotonic() < deadline, "the daemon outlived the guard"
             time.sleep(timing.POLL)
         assert other.poll() is None  # another session's process is not touched

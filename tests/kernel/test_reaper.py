@@ -201,7 +201,7 @@ def test_kill_adopted_kills_a_carrier_of_the_token_wherever_it_hangs() -> None:
         killed = reaper.kill_adopted(token)
         assert set(carriers) <= set(killed) and shell.pid not in killed
         shell.wait(timeout=timing.GUARD_EXIT)  # its child gone, the shell's wait returns
-        assert not [c for c in carriers if psutil.pid_exists(c) and psutil.Process(c).status() != "zombie"]
+        assert not [c for c in carriers if alive(c)]
     finally:
         shell.kill()
         shell.wait()
