@@ -1,8 +1,10 @@
 # livecells: `make docs` sets everything up and builds the docs with executed cells;
 # `make test` lints (ruff) and runs the suite but the TensorFlow/JAX environment tests (`make
-# test-frameworks`); `make test-fast` runs only the tests that start no kernel, browser, cluster
-# or framework (markers in pyproject.toml: pure and in-process FakeKernels tests, the loop while
-# editing); `make lint` lints only. They create .venv on first use. `make test-matrix`
+# test-frameworks`); `make test-fast` (the loop while editing, under 30 s on 2 cores) runs the
+# tests that start no kernel, browser, cluster, framework or program and are not `slow` (markers
+# in pyproject.toml: pure and in-process FakeKernels tests); `make test-nokernels` adds the slow
+# ones of that kind (CI runs it as an ordinary user); `make lint` lints only. They create .venv
+# on first use. `make test-matrix`
 # checks the wheel on every supported Python at both ends of the dependency ranges
 # (tests/matrix/run.py).
 PYTHON ?= python3
@@ -10,8 +12,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SPHINXOPTS ?=
+# Where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, set on these machines),
+# pytest rewrites every test module's asserts and Python compiles every module on each run: 7 s
+# of the 2-core machine's fast tests before the first one runs. The targets let both be cached.
+unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: docs test test-fast test-frameworks test-matrix lint install clean pdf bench
+.PHONY: docs test test-fast test-nokernels test-frameworks test-matrix lint install clean pdf bench
 
 install: $(STAMP)
 
@@ -32,9 +38,13 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q -ra -n auto --dist loadfile --no-loadscope-reorder -m "not frameworks_extra" $(PYTEST_ARGS)
 
-FAST := not kernel and not frameworks and not browser and not cluster and not frameworks_extra and not process
+NOKERNELS := not kernel and not frameworks and not browser and not cluster and not frameworks_extra and not process
+FAST := $(NOKERNELS) and not slow
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -n 2 -m "$(FAST)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -ra -n 2 --dist loadfile -m "$(FAST)" $(PYTEST_ARGS)
+
+test-nokernels: $(STAMP)
+	$(BIN)/python -m pytest -q -ra -n 2 --dist loadfile -m "$(NOKERNELS)" $(PYTEST_ARGS)
 
 # TensorFlow and JAX tabs in environments pinned as d2l-en's (tests/envs/make.sh makes them under
 # $(LIVECELLS_ENVS), ~2 GB each, minutes the first time).

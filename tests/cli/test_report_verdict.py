@@ -161,6 +161,7 @@ def test_the_report_exits_as_the_build_does(tmp_path, name):
     assert bool(every.returncode) == row.fails, said
 
 
+@pytest.mark.slow
 def test_the_report_takes_the_builds_d_options(tmp_path):
     """A CI job that builds with ``-D livecells_stderr=error`` gives its report the same ``-D``:
     the verdict follows it, as the build's does."""

@@ -250,6 +250,7 @@ def test_a_bad_framework_entry_is_dropped_at_its_conf_py_line_and_the_others_run
     assert "from alpha" in html and "from gamma" in html
 
 
+@pytest.mark.slow
 def test_sphinx_build_with_bad_d_values_warns_and_succeeds(tmp_path, rootdir):
     src = procs_site(tmp_path, rootdir, {})
     (src / "index.rst").write_text("Nothing to run\n==============\n")

@@ -332,6 +332,7 @@ def built(tmp_path_factory) -> tuple[Path, str]:
     return src / "_build" / "html", warnings
 
 
+@pytest.mark.slow
 def test_the_converted_corpus_builds_with_only_its_dangling_references(built) -> None:
     _, warnings = built
     problems = [
@@ -353,6 +354,7 @@ def tab_of(node) -> str:
     return content.find_previous_sibling("label", class_="sd-tab-label").get_text(strip=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_each_d2lbook_tab_group_is_one_tab_set_with_its_prose_and_figures(built, name) -> None:
     html, _ = built
@@ -376,6 +378,7 @@ def test_each_d2lbook_tab_group_is_one_tab_set_with_its_prose_and_figures(built,
     assert len(links) == (0 if "zreferences" in name else 2)
 
 
+@pytest.mark.slow
 def test_text_panel_prose_is_in_its_tab_beside_its_cells(built) -> None:
     html, _ = built
     page = soup(html / "chapter_builders-guide" / "use-gpu.html")

@@ -294,6 +294,7 @@ def both(tmp_path_factory):
     return {"md": md_plans, "rst": rst_plans, "md_warnings": md_warnings, "results": md_results, "html": md_html}
 
 
+@pytest.mark.slow
 def test_markdown_and_rst_of_a_chapter_run_the_same_cells(both):
     """Per page and framework, the session of the chapter converted from markdown runs the same
     code, in the same order, as the one converted from d2lbook's RST: the same non-blank lines,
@@ -322,6 +323,7 @@ def test_markdown_and_rst_of_a_chapter_run_the_same_cells(both):
     assert resolved > 20  # the rewrites d2lbook made are there, and were recognised
 
 
+@pytest.mark.slow
 def test_markdown_and_rst_infer_the_same_gpus(both):
     for page, plan in both["md"].items():
         assert plan.settings.gpus == both["rst"][page].settings.gpus, page
@@ -338,6 +340,7 @@ DANGLING = {
 }
 
 
+@pytest.mark.slow
 def test_converted_markdown_builds_with_only_the_dangling_references_warned(both):
     warnings = both["md_warnings"].splitlines()
     undefined = [re.search(r"(?:undefined label|equation not found): '?([\w-]+)", w) for w in warnings]
@@ -347,6 +350,7 @@ def test_converted_markdown_builds_with_only_the_dangling_references_warned(both
     assert all(r.warnings == [] for r in both["results"].values())
 
 
+@pytest.mark.slow
 def test_converted_marks_resolve(both):
     """:label: on an image → a numbered figure; :eqlabel: → a numbered equation; :cite: and
     :bibliography: → sphinxcontrib-bibtex citations; no d2lbook mark is left in the text."""
@@ -371,6 +375,7 @@ def test_converted_marks_resolve(both):
 HELDOUT = DATA / "d2l-md-heldout"
 
 
+@pytest.mark.slow
 def test_held_out_chapters_run_the_cells_of_d2lbooks_own_tab_notebooks(tmp_path):
     """Chapters nobody here converted, with d2lbook 1.0.3 as the oracle (d2lbook-cells.json, from
     make_oracle.py): per framework, the session of the converted chapter runs exactly the code

@@ -98,6 +98,7 @@ def test_an_unknown_scheme_is_a_config_warning_at_its_line_and_cells_run_locally
     assert app.livecells_state.executor == LocalExecutor()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["nope", "locla", "head:"])
 def test_a_value_that_is_no_address_is_a_config_warning_and_cells_run_locally(tmp_path, rootdir, value):
     """Not taken for a Dask address (the build stopped with Sphinx's "please report this")."""

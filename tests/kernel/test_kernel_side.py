@@ -489,6 +489,7 @@ def test_another_kernels_python_is_asked_by_running_interpreter_py(
     assert "no_such_module_livecells not installed for kernel 'other'" in found.problem
 
 
+@pytest.mark.slow
 def test_which_distribution_provides_a_module_is_read_once_per_interpreter_query(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -110,6 +110,7 @@ def test_lib_needs_a_library_in_conf_py(tmp_path):
     assert run.returncode == 2 and "livecells_library is not set" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_build_warns_of_a_name_saved_again_under_a_subtype_of_its_own(tmp_path):
     """d2l redefines names on purpose (``Trainer.prepare_batch`` for GPUs): those warnings can be
     hidden alone, and the library's other warnings still show."""
@@ -127,6 +128,7 @@ def test_a_build_warns_of_a_name_saved_again_under_a_subtype_of_its_own(tmp_path
     assert "[livecells.library]" in warnings and "is not Python" in warnings, warnings
 
 
+@pytest.mark.slow
 def test_the_reader_finds_the_cells_sphinx_reads(tmp_path):
     """The library's own reading of the pages (no Sphinx: it runs before any page is read)
     against the collector's, on the converted d2l pages (MyST)."""
@@ -238,6 +240,7 @@ def _shown(src: Path, page: str) -> str:
     return (src / "_build" / "html" / f"{page}.html").read_text()
 
 
+@pytest.mark.slow
 def test_an_edited_saved_function_reruns_its_page_and_the_pages_that_use_it(small_book):
     """Real kernels: the library is written before the sessions (page_a imports it on the first
     build), and is one of their dependencies, per definition."""

@@ -185,6 +185,7 @@ def fed(name: str) -> StreamText:
     return StreamText(ADVERSARIAL[name])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_megabyte_text_takes_linear_work(name):
     text = ADVERSARIAL[name]
@@ -196,6 +197,7 @@ def test_megabyte_text_takes_linear_work(name):
     assert len(out) == len(stream) <= len(text)
 
 
+@pytest.mark.slow
 def test_megabyte_results_are_right():
     assert process_stream(ADVERSARIAL["backspaces after a long line"]) == ""
     assert fed("a carriage return per character").text == "ab"

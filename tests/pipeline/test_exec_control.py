@@ -118,6 +118,7 @@ def test_changing_the_stderr_policy_rewrites_the_pages_and_runs_nothing(tmp_path
     assert "wrote to stderr: NOISY-ERR (stored result from" in warnings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "level", "shown"),
     [("warn", "WARNING", True), ("remove-warn", "WARNING", False), ("error", "ERROR", True), ("severe", "CRITICAL", True)],
@@ -151,6 +152,7 @@ def test_stderr_error_fails_the_summary_and_a_stored_build_again(tmp_path, fake)
 # -- allow errors ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_allow_errors_shows_errors_everywhere_and_fails_nothing(tmp_path, fake):
     src = make_site(tmp_path / "site")
     outcome, warnings, _ = build(src, fake)
@@ -212,6 +214,7 @@ def test_the_values_from_the_command_line(tmp_path, fake):
 # -- excluded pages and a page's :execute: --------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["other", "other.rst", "oth*", "**/other.rst"])
 def test_an_excluded_page_runs_nothing_and_shows_its_recorded_output(tmp_path, fake, pattern):
     src = make_site(tmp_path / "site")
@@ -241,6 +244,7 @@ def test_an_excluded_page_shows_its_stored_results_even_when_forced(tmp_path, fa
     )
 
 
+@pytest.mark.slow
 def test_a_page_may_say_execute_off_or_force(tmp_path, fake):
     settings = ".. live-settings::\n   :execute: {}\n\n"
     src = make_site(tmp_path / "site", other=OTHER.replace("Other\n=====\n\n", "Other\n=====\n\n" + settings.format("off")))
@@ -307,6 +311,7 @@ class Watched(FakeKernels):
         return super().check(warm)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("builder", ["linkcheck", "gettext", "changes"])
 def test_builders_without_outputs_run_nothing(tmp_path, builder):
     src = make_site(tmp_path / "site")
@@ -324,6 +329,7 @@ def test_builders_without_outputs_run_nothing(tmp_path, builder):
 # -- the build's own files: outside the site, paths relative ---------------------------------------
 
 
+@pytest.mark.slow
 def test_summary_files_are_written_outside_the_site_with_relative_paths(tmp_path, fake):
     src = make_site(tmp_path / "site")
     _, _, app = build(src, fake)
@@ -337,6 +343,7 @@ def test_summary_files_are_written_outside_the_site_with_relative_paths(tmp_path
     assert "Cell In[3], line 2" in (folder / "report.txt").read_text()  # the traceback, for CI
 
 
+@pytest.mark.slow
 def test_a_summary_folder_inside_the_site_holds_no_traceback_and_no_host(tmp_path, fake):
     src = make_site(tmp_path / "site", 'livecells_summary_dir = "_build/html/_ci"\n')
     build(src, fake)
@@ -354,6 +361,7 @@ def test_a_summary_folder_inside_the_site_holds_no_traceback_and_no_host(tmp_pat
 # -- the host name --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_host_is_named_only_when_the_book_says(tmp_path, fake):
     src = make_site(tmp_path / "site", other=".. live-report::\n\n" + OTHER)
     build(src, fake)

@@ -47,6 +47,7 @@ def book(tmp_path_factory):
     return src, plans(app.env)
 
 
+@pytest.mark.slow
 def test_the_guess_reads_each_cell_as_the_directive_does(book):
     src, found = book
     assert len(found) >= 10 and sum(p.source.endswith(".md") for p in found.values()) >= 2

@@ -204,6 +204,7 @@ def test_a_cell_of_no_known_framework_fails_w_again_when_its_page_is_not_read_ag
         assert "unknown framework 'jax'" in build["report"]
 
 
+@pytest.mark.slow
 def test_a_stored_error_is_warned_at_its_cell_after_other_cells_moved_it(tmp_path, rootdir):
     """The page matches a stored session's cells in order: a cell of another framework added
     above moves the stored error's cell (its index on the page), and the warning follows it."""

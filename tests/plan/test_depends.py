@@ -127,6 +127,7 @@ BOOK_CONF = '\nlivecells_depends = ["d2l/*.py", "nothing/*.txt"]\n'
 FILES_CONF = '\nlivecells_depends_granularity = "files"\n'
 
 
+@pytest.mark.slow
 def test_livecells_depends_reruns_every_page_when_a_file_changes(tmp_path, rootdir):
     src = procs_site(
         tmp_path,

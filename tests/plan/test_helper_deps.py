@@ -95,6 +95,7 @@ def test_real_d2l_definitions_are_followed_through_calls_and_bases(torch_source)
     assert "try_all_gpus" in module.import_names
 
 
+@pytest.mark.slow
 def test_a_saved_function_edit_changes_only_the_sessions_that_reach_it(torch_source):
     # linear-regression-scratch defines its own SGD in a cell: d2l.SGD is not its optimizer.
     assert not changed(torch_source, SCRATCH, SGD_STEP)
@@ -139,6 +140,7 @@ def test_what_static_reading_cannot_see_depends_on_the_whole_module(torch_source
     assert changed(torch_source, cells, SET_AXES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cells", [
     ["import d2l.torch\nd2l.torch.plot(1, 2)"],
     ["import d2l.torch as helpers\nhelpers.plot(1, 2)"],
@@ -258,6 +260,7 @@ def change(src: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+@pytest.mark.slow
 def test_an_edited_helper_function_reruns_the_pages_that_use_it_and_no_other(book):
     kernels = FakeKernels()
     assert rebuild(book, kernels) == ["index", "page1", "page2", "page3"]
@@ -273,6 +276,7 @@ def test_an_edited_helper_function_reruns_the_pages_that_use_it_and_no_other(boo
     assert "6 square units" in (book / "_build" / "html" / "page2.html").read_text()
 
 
+@pytest.mark.slow
 def test_granularity_files_reruns_every_page_on_any_edit(book):
     kernels = FakeKernels()
     files = {"confoverrides": {"livecells_depends_granularity": "files"}}
@@ -281,6 +285,7 @@ def test_granularity_files_reruns_every_page_on_any_edit(book):
     assert rebuild(book, kernels, **files) == ["index", "page1", "page2", "page3"]
 
 
+@pytest.mark.slow
 def test_what_a_session_reaches_is_read_once_while_its_code_is_the_same(torch_source, monkeypatch):
     usages: dict = {}
     module = read_module("d2l.torch", "d2l/torch.py", "d", torch_source)
@@ -310,6 +315,7 @@ def test_two_files_of_one_module_name_count_whole_both():
     assert Helpers([one, again]).modules["tools"].readable
 
 
+@pytest.mark.slow
 def test_a_pages_own_python_depends_count_per_definition_and_unchanged_modules_are_not_read_again(
     book, monkeypatch
 ):
@@ -592,6 +598,7 @@ def _corpus_sessions() -> list[tuple[str, str, list[str]]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_session_of_the_real_d2l_chapters_depends_on_a_whole_d2l_module(torch_source):
     """Every session of the corpus chapters keys per definition: an edit of a function none of
     them reaches (``bleu``) changes no key."""

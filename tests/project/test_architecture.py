@@ -10,6 +10,7 @@ needs neither.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,12 @@ SPHINX_FREE = {"model", "store", "plan", "execute", "kernel_side", "library", "c
 #: Modules of the Sphinx-side stages that are pure all the same, unit-tested without Sphinx.
 PURE = {"livecells.render.timing"}
 SPHINX = ("sphinx", "docutils")
+
+
+@functools.cache
+def tree_of(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once for all the tests here (they only read it)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
 def modules() -> dict[str, Path]:
@@ -91,7 +98,7 @@ def imports(
 ) -> list[tuple[int, str, list[str]]]:
     """Every import in the file (``on_import``: only those that run when it is imported):
     (line, the module imported, the names taken from it)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = tree_of(path)
     is_package = path.name == "__init__.py"
     found = []
     nodes = _loaded_on_import(tree, as_main) if on_import else list(ast.walk(tree))
@@ -125,6 +132,7 @@ def test_the_package_has_the_stages_of_the_pipeline():
     assert parts <= set(ALLOWED), f"a part the rules do not know: {parts - set(ALLOWED)}"
 
 
+@pytest.mark.slow
 def test_each_stage_imports_only_the_stages_before_it():
     wrong = []
     for module, path in modules().items():
@@ -184,6 +192,7 @@ def test_the_sphinx_free_stages_and_pure_modules_never_import_sphinx_even_indire
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "names",
     [
@@ -244,7 +253,7 @@ def test_only_an_executor_knows_its_own_implementation():
             if any(n == p or n.startswith(p + ".") for n in named for p in EXECUTOR_PACKAGES):
                 wrong.append(f"{path.relative_to(PACKAGE)}:{line}: imports {target}")
         if part_of(module) in {"pipeline", "config"}:
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in ast.walk(tree_of(path)):
                 if isinstance(node, ast.Compare) and any(
                     isinstance(c, ast.Constant) and c.value == "local" for c in [node.left, *node.comparators]
                 ):
@@ -278,7 +287,7 @@ def test_every_exception_of_livecells_is_in_errors_under_one_base():
 
     found = []
     for module, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree_of(path)):
             if isinstance(node, ast.ClassDef) and any(
                 isinstance(b, ast.Name) and (b.id.endswith(("Error", "Exception")) or b.id in {"Exception", "BaseException"})
                 for b in node.bases

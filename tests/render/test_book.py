@@ -131,6 +131,7 @@ IMAGE_CELL = """
 ODD_PAGES = ["c#-interop", "100%", "why?", "a b", "ünï", "c#dir/p%20q"]
 
 
+@pytest.mark.slow
 def test_download_and_image_urls_of_pages_with_odd_names_are_quoted_and_resolve(tmp_path, rootdir):
     from urllib.parse import unquote, urlsplit
 

@@ -370,6 +370,7 @@ def test_printed_text_in_a_figure_keeps_its_lines_left_aligned(site):
     assert aligned and set(aligned) <= {"left", "start"}, aligned
 
 
+@pytest.mark.slow
 def test_a_collapsed_output_with_nothing_to_show_is_no_empty_toggle(tmp_path, rootdir):
     """A cell whose output is collapsed but shows nothing (no output, or only a named display,
     which prose quotes) gets no "Show output" line that opens onto nothing."""

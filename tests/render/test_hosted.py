@@ -282,6 +282,7 @@ def test_a_launch_link_of_a_service_with_notebooks_opens_its_notebook(book):
     assert binder[0].endswith("labpath=_downloads/livecells/c%23dir/odd%20page%3F.pytorch.ipynb")
 
 
+@pytest.mark.slow
 def test_notebooks_gone_from_the_book_are_removed_others_stay_missing_ones_come_back(book, tmp_path):
     src = tmp_path / "src"
     shutil.copytree(book["src"], src, ignore=shutil.ignore_patterns("_build"))

@@ -151,6 +151,7 @@ def menu(path: Path) -> list[tuple[str, str]]:
     ]
 
 
+@pytest.mark.slow
 @BOOK
 def test_the_links_are_in_sphinx_book_themes_launch_menu(tmp_path, rootdir):
     _, out, warnings = site(tmp_path, rootdir, LAUNCH, html_theme="sphinx_book_theme")

@@ -146,6 +146,7 @@ def test_a_bad_entry_is_dropped_and_the_good_ones_kept():
 # -- real builds ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("builder", "expected"),
     [
@@ -160,6 +161,7 @@ def test_each_builder_shows_its_best_representation(site, builder, expected):
     assert "livecells.output" not in warnings and "livecells.config" not in warnings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("builder", "overrides", "expected"),
     [
@@ -177,6 +179,7 @@ def test_conf_py_overrides_change_what_a_builder_shows(site, builder, overrides,
         assert "<b>HTMLREP</b>" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("entry", "said"),
     [('("html", "image/bmp", 1)', "neither livecells nor an installed mime renderer shows"),

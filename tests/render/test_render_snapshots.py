@@ -44,6 +44,7 @@ def regenerating(config: pytest.Config) -> bool:
     return bool(config.getoption("force_regen") or config.getoption("regen_all"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("builder", ["html", "latex"])
 def test_a_page_from_a_committed_store_renders_as_its_snapshot(tmp_path, rootdir, builder, file_regression, request):
     src = tmp_path / "src"

@@ -218,6 +218,7 @@ def test_a_mark_that_pairs_with_none_is_warned_at_its_line_and_its_text_stays(tm
     assert not (Path(app.outdir) / "_slides").exists()  # no mark left: no deck
 
 
+@pytest.mark.slow
 def test_a_page_that_loses_its_marks_loses_its_decks_and_slides_off_remove_them(tmp_path):
     src = _rst_book(tmp_path, PAGE)
     build_site(src)

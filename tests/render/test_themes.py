@@ -90,6 +90,7 @@ def test_alabaster_builds_and_shows_tabs(serial):
     assert (serial["outdir"] / "_static" / "design-tabs.js").is_file()
 
 
+@pytest.mark.slow
 def test_parallel_build_gives_the_same_pages(serial, tmp_path_factory, rootdir):
     src = _copy_root(tmp_path_factory, rootdir, "alabaster-j2")
     parallel = _build(src, parallel=2)
@@ -104,6 +105,7 @@ def test_parallel_build_gives_the_same_pages(serial, tmp_path_factory, rootdir):
         assert one == two, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("buildername", ["text", "dirhtml", "singlehtml"])
 def test_other_builders_give_sensible_output(serial, buildername, tmp_path):
     built = _build(serial["src"], buildername, builddir=tmp_path)

@@ -361,6 +361,7 @@ def test_the_page_notebooks_quote_values(site):
     assert re.search(r"In shared prose the total is <span [^>]*>0\.25</span>", prose["beta"])
 
 
+@pytest.mark.slow
 def test_naming_a_value_does_not_change_what_runs(tmp_path, rootdir):
     src = tmp_path / "src"
     shutil.copytree(rootdir / "test-values", src)

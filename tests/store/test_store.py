@@ -156,6 +156,7 @@ def test_fake_kernels_give_what_real_kernels_give(tmp_path, rootdir, no_kernel_l
     assert kernels.take() == [("other", "beta")]
 
 
+@pytest.mark.slow
 def test_rebuilds_run_only_what_changed(site, fake):
     state, _, app = build(site, fake)
     assert (state.ran, state.cached) == (4, 0) and fake.take() == ALL
@@ -269,6 +270,7 @@ def test_execute_off_shows_recorded_outputs(site, fake):
     assert not (site / "_livecells").exists()
 
 
+@pytest.mark.slow
 def test_cache_mode_never_runs(site, fake):
     state, _, app = build(site, fake, execute="cache")
     assert state.ran == 0 and fake.take() == []
@@ -310,6 +312,7 @@ def test_a_newer_store_format_is_not_misread_nor_overwritten(built, fake):
     assert json.loads(path.read_text())["format"] == FORMAT + 1
 
 
+@pytest.mark.slow
 def test_two_builds_sharing_one_store_lose_nothing(tmp_path, rootdir):
     store = tmp_path / "shared-store"
     sites = []
@@ -403,6 +406,7 @@ def test_an_unmatched_depends_pattern_warns_once_per_page(site, fake):
     assert "[livecells.depends]" in warnings
 
 
+@pytest.mark.slow
 def test_a_partial_build_deletes_no_store_file(built, fake):
     """A build that leaves pages out (``-D exclude_patterns``) keeps their committed results."""
     site = built
@@ -478,6 +482,7 @@ OWN_TIMEOUTS = """Own
 """
 
 
+@pytest.mark.slow
 def test_a_stored_result_stands_only_for_the_settings_it_ran_under(site, fake):
     """livecells_output_limit, livecells_timeout and the page's time budget are in the key:
     raising one reruns what it changes (and only that), so no output cut at an old limit is
@@ -535,6 +540,7 @@ def test_a_kernel_that_could_not_start_is_no_result_and_is_tried_again(site, mon
     assert "alpha reads first version" in outputs(cell_with(page(app), "alpha reads"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["..", ".", "/", "sub/../.."])
 def test_a_store_that_is_the_source_dir_or_above_it_is_refused(site, fake, folder):
     """Its files would mix with the book's (an ``index.json`` beside anything, up to ``/``) and

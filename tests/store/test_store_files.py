@@ -210,6 +210,7 @@ def test_a_bad_store_file_is_a_located_warning_and_nothing_else(bad_site, why):
     assert "other page\") out" in outputs(cell_with(page(app, "other"), "other page"))
 
 
+@pytest.mark.slow
 def test_a_store_file_that_is_not_utf8_is_a_warning(site):
     path = site / "_livecells" / "index.json"
     path.parent.mkdir(exist_ok=True)
@@ -440,6 +441,7 @@ def test_a_bad_session_runs_again_and_is_replaced(site):
     assert not warnings_of(warnings, "store") and app.env.livecells_outcome.ran == 0 and kernels.take() == []
 
 
+@pytest.mark.slow
 def test_the_report_directive_and_cli_survive_bad_sessions(site):
     sessions = good_sessions()
     sessions["alpha"] = BAD_SESSIONS["time is a string"]
@@ -474,6 +476,7 @@ def test_the_report_directive_and_cli_survive_bad_sessions(site):
     assert done.returncode == 0 and not (site / "_livecells" / "broken.json").exists()
 
 
+@pytest.mark.slow
 def test_the_cli_report_counts_a_session_that_did_not_start_as_failed(site):
     """A record with a message (its kernel did not start) is a failure in a build whatever its
     status says; the command line's exit status says so too."""
@@ -542,6 +545,7 @@ def hostile_sessions() -> dict:
     return sessions
 
 
+@pytest.mark.slow
 def test_a_hostile_stored_session_reaches_no_page_raw(site):
     write_store(site, "index", hostile_sessions())
     (site / "other.rst").write_text((site / "other.rst").read_text() + "\n.. live-report::\n")
@@ -604,6 +608,7 @@ def test_junit_xml_stays_xml_1_0_whatever_the_problems_hold():
     assert "boom abcd\ufffde\ufffdghi" in text and "why abcd" in text and "pageabcd" in text
 
 
+@pytest.mark.slow
 def test_outputs_that_xml_cannot_hold_leave_every_xml_output_valid(site):
     """junit.xml parses with a strict XML parser; the HTML and the epub's XHTML hold none of them.
     (A store holds no lone surrogate: one is refused when read, and repaired when written.)"""
@@ -682,6 +687,7 @@ def test_huge_reprs_and_messages_are_cut_with_a_note():
     assert len(record["cells"][0]["error"]["evalue"]) < 20_000
 
 
+@pytest.mark.slow
 def test_a_huge_stored_output_is_cut_when_shown(site):
     sessions = good_sessions()
     code0 = INDEX[0][2]
@@ -853,6 +859,7 @@ def _unwritable(src: Path, how: str) -> dict:
     raise AssertionError(how)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "how", ["a file where the folder should be", "a file where the page's folder should be",
             "deleted and replaced by a file mid-build"],
@@ -915,6 +922,7 @@ def test_8bit_escape_sequences_are_removed_whole():
     assert strip_ansi("Stra\xc3\x9fe und mehr") == "Stra\xc3e und mehr"
 
 
+@pytest.mark.slow
 def test_a_fifo_where_a_store_file_should_be_is_a_warning_not_a_hang(site):
     """Reading a FIFO blocks until someone writes to it: the build (and the report) hung forever."""
     path = site / "_livecells" / "index.json"
@@ -974,6 +982,7 @@ def test_an_svg_from_a_cell_is_no_file_of_the_site_when_html_is_off(site, allow_
         assert base64.b64decode(image["src"].split(",", 1)[1]).decode() == SCRIPTED_SVG
 
 
+@pytest.mark.slow
 def test_a_warning_given_while_a_page_is_written_is_given_again_by_an_unchanged_build(site):
     """Math refused by the allowlist is found when the page is written: a build that wrote
     nothing (nothing changed) passed -W while the page still showed the refused math as text."""
