@@ -18,7 +18,10 @@ largest, built three ways from a fresh copy:
   ``livecells_jobs = --jobs``, ``sphinx-build -j --jobs``, fresh store;
 - ``execoff``: the same pages with ``-D livecells_execute=off`` (no kernel);
 - ``plain``: the same pages without livecells (cells as ``code-block``, framework prose as
-  ``container``), ``extensions = ["sphinxcontrib.bibtex"]``.
+  ``container``), ``extensions = ["sphinxcontrib.bibtex"]``;
+- ``noguess`` (``--without-guess``, at the largest size only): ``livecells`` with the guess
+  (``pipeline/guess.py``) replaced by one that guesses nothing, as ``removals.py`` does; each
+  template then starts with its first session. Printed: its cold and edit beside livecells'.
 
 Each: cold, then ``--repeat`` no-op rebuilds; at the largest size also a rebuild after one PyTorch
 cell of one page is edited. Checked from livecells' store and summary line (cold: every session
@@ -48,6 +51,7 @@ import floor
 import peers_d2l
 from benchlib import PYTHON, REPO, Run, median, run
 from book import TEMPLATES
+from removals import NO_GUESS
 from scale import slope
 
 #: The corpus's sections that hold cells, in the order pages are made of them: peers_d2l's six
@@ -281,8 +285,8 @@ class Bench:
 
     def build(self, tool: str, src: Path) -> Run:
         jobs = str(self.args.jobs)
-        extra = {"livecells": ["-D", f"livecells_jobs={jobs}"], "execoff": ["-D", "livecells_execute=off"],
-                 "plain": []}[tool]
+        extra = {"livecells": ["-D", f"livecells_jobs={jobs}"], "noguess": ["-D", f"livecells_jobs={jobs}"],
+                 "execoff": ["-D", "livecells_execute=off"], "plain": []}[tool]
         # Not -q: Sphinx's count of what it read, and livecells' summary line.
         result = run([PYTHON, "-m", "sphinx", "-b", "html", "-j", jobs, *extra, str(src), str(src / "_build/html")],
                      env=self.env, timeout=self.args.timeout)
@@ -295,7 +299,7 @@ class Bench:
               after: dict[str, floor.StoredSession], edited: Page | None) -> list[str]:
         """The sessions the build ran; raise if it is not what it should be."""
         output = result.stdout + result.stderr
-        if tool != "livecells":
+        if tool not in ("livecells", "noguess"):
             problem = floor.check_execution_off(kind, output, after, pages + 1)
             if problem:
                 raise SystemExit(f"{tool} {kind}, {pages} pages: {problem}")
@@ -318,7 +322,7 @@ class Bench:
         elif kind == "noop" and counts[1] != sessions:
             problem = f"summary line says {counts[1]} from the store, expected {sessions}"
         if problem:
-            raise SystemExit(f"livecells {kind}, {pages} pages: {problem}")
+            raise SystemExit(f"{tool} {kind}, {pages} pages: {problem}")
         return ran
 
     def size(self, pages: int, order: list[str], largest: bool, round_no: int) -> list[dict[str, Any]]:
@@ -330,6 +334,9 @@ class Bench:
             if src.exists():
                 shutil.rmtree(src)
             self.sources.write(src, pages, "plain" if tool == "plain" else "livecells")
+            if tool == "noguess":
+                with open(src / "conf.py", "a", encoding="utf-8") as conf:
+                    conf.write(NO_GUESS)
             kinds = ["cold", *["noop"] * self.args.repeat, *(["edit"] if largest else [])]
             for kind in kinds:
                 if kind == "edit":
@@ -345,7 +352,7 @@ class Bench:
                 done.append({"round": round_no, "pages": pages, "tool": tool, "kind": kind,
                              "seconds": result.seconds, "ran": len(ran), "session_seconds": cells,
                              "warnings": len(result.warnings)})
-                cell_time = f", {sum(cells.values()):.2f} s in the kernels" if tool == "livecells" else ""
+                cell_time = f", {sum(cells.values()):.2f} s in the kernels" if tool in ("livecells", "noguess") else ""
                 print(f"  {pages} pages, {label(tool, self.args.jobs)} {kind}: {result.seconds:.2f} s, "
                       f"{len(ran)} session(s) run{cell_time}, {len(result.warnings)} warning(s)", flush=True)
         return done
@@ -356,6 +363,7 @@ def label(tool: str, jobs: int) -> str:
         "livecells": f"livecells [livecells_jobs={jobs}, -j {jobs}]",
         "execoff": f"execution off [livecells_execute=off, -j {jobs}]",
         "plain": f"plain Sphinx [no livecells, -j {jobs}]",
+        "noguess": f"livecells without the guess [livecells_jobs={jobs}, -j {jobs}]",
     }[tool]
 
 
@@ -368,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="rounds of every size, the ways' order rotating")
     parser.add_argument("--corpus", default=str(REPO.parent / "shared/d2l-corpus"))
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per build")
+    parser.add_argument("--without-guess", action="store_true",
+                        help="at the largest size, also livecells without the guess (pipeline/guess.py)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
@@ -395,8 +405,9 @@ def main(argv: list[str] | None = None) -> int:
             imports.append({m: floor.import_seconds(PYTHON, m, bench.env) for m in IMPORTS})
             print(f"round {n + 1}: imports {', '.join(f'{m} {s:.2f} s' for m, s in imports[-1].items())}", flush=True)
             for i, pages in enumerate(sizes):
-                shift = (n + i) % len(TOOLS)
-                order = list(TOOLS[shift:] + TOOLS[:shift])
+                ways = TOOLS + (("noguess",) if args.without_guess and pages == sizes[-1] else ())
+                shift = (n + i) % len(ways)
+                order = list(ways[shift:] + ways[:shift])
                 records += bench.size(pages, order, pages == sizes[-1], n + 1)
     finally:
         if args.keep:
@@ -475,12 +486,37 @@ def report(args: argparse.Namespace, info: dict[str, Any], sizes: list[int], rec
         ratio = float("nan")
         print(f"no-op seconds per page: plain Sphinx's did not grow ({per_page['plain'] * 1000:.2f} ms per page): "
               f"no ratio (noise, or sizes too close); livecells - plain: {extra * 1000:.2f} ms per page")
+    guess = guess_ratios(records, largest) if args.without_guess else {}
     benchlib.write_json(args.json, {
         "machine": info, "jobs": args.jobs, "sizes": sizes, "imports": imports, "runs": records,
         "floor": {"parts": parts, **floors}, "livecells": ours, "ratios": ratios,
         "noop_per_page_s": per_page, "noop_growth_exponent": growth, "noop_per_page_ratio": ratio,
-        "configurations": {t: label(t, args.jobs) for t in TOOLS},
+        "configurations": {t: label(t, args.jobs) for t in (*TOOLS, *(("noguess",) if guess else ()))},
+        "without_guess": guess,
     })
+
+
+def guess_ratios(records: list[dict[str, Any]], pages: int) -> dict[str, Any]:
+    """Cold and edit of livecells without the guess against with it, per round and their median."""
+    found: dict[str, Any] = {}
+    print()
+    for kind in ("cold", "edit"):
+        pairs = []
+        for n in sorted({r["round"] for r in records}):
+            pick = {r["tool"]: r["seconds"] for r in records
+                    if (r["round"], r["pages"], r["kind"]) == (n, pages, kind)
+                    and r["tool"] in ("livecells", "noguess")}
+            if len(pick) == 2:
+                pairs.append((pick["livecells"], pick["noguess"]))
+        if not pairs:
+            continue
+        ratios = [without / with_ for with_, without in pairs]
+        found[kind] = {"with": [p[0] for p in pairs], "without": [p[1] for p in pairs], "ratios": ratios,
+                       "median_ratio": median(ratios)}
+        print(f"{pages} pages, {kind}: livecells {median([p[0] for p in pairs]):.2f} s, without the guess "
+              f"{median([p[1] for p in pairs]):.2f} s; without / with, per round "
+              f"{', '.join(f'{r:.3f}' for r in ratios)}, median {median(ratios):.3f}")
+    return found
 
 
 if __name__ == "__main__":
