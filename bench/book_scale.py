@@ -388,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--jobs, --repeat and --rounds must be 1 or more")
     info = benchlib.machine()
     print(f"machine: {benchlib.describe(info)}", flush=True)
+    print(f"bytecode compiled ({benchlib.compile_environment(PYTHON, REPO / 'ext'):.1f} s)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="book-scale-"))
     records: list[dict[str, Any]] = []
     imports: list[dict[str, float]] = []

@@ -493,6 +493,13 @@ def main() -> None:
     imports: list[dict[str, float]] = []
     failures: list[dict[str, Any]] = []
     try:
+        # Every tool with its bytecode cached, as its users' installs have it (livecells: this tree).
+        for python in sorted({str(Path(args.mystnb_venv) / "bin/python"), str(Path(args.d2lbook_venv) / "bin/python"),
+                              args.kernel_python, PYTHON}):
+            if Path(python).exists():
+                also = [REPO / "ext"] if python == PYTHON else []
+                print(f"bytecode of {python}'s packages compiled ({benchlib.compile_environment(python, *also):.1f} s)",
+                      flush=True)
         sources = Sources(args, work)
         versions = sources.versions()
         print("configurations:")
