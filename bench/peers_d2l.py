@@ -268,7 +268,7 @@ class Sources:
                     break
         for result in runs:
             if tool == "mystnb" and result.returncode and RACE.search(result.stdout + result.stderr):
-                raise PortRace(f"{RACE.search(result.stdout + result.stderr).group(0)} ({result.seconds:.0f} s)")
+                raise PeerRace(f"{RACE.search(result.stdout + result.stderr).group(0)} ({result.seconds:.0f} s)")
             result.check(f"{config.label} build")
         return sum(r.seconds for r in runs), runs
 
@@ -344,15 +344,19 @@ class Sources:
         return found
 
 
-class PortRace(Exception):
-    """A MyST-NB build that failed because a kernel never answered: jupyter_client picks a kernel's
-    TCP ports by binding port 0 and letting go, so two notebooks started at once (``-j N``) can be
-    given the same ports (jax-ml/jax#36130, Qiskit/qiskit#5904). It happens to MyST-NB's users
-    too; the bench says so and builds that configuration again from a fresh copy."""
+class PeerRace(Exception):
+    """A MyST-NB build at ``-j N`` that failed by a race of its own, which its users meet too; the
+    bench says so and builds that configuration again from a fresh copy. Two are known:
+    jupyter_client picks a kernel's TCP ports by binding port 0 and letting go, so two notebooks
+    started at once can be given the same ports (jax-ml/jax#36130, Qiskit/qiskit#5904); and two
+    Sphinx processes that open a jupyter-cache folder that does not exist yet both create its
+    SQLite tables ("table ... already exists", a cold build's first notebooks)."""
 
 
-#: What nbclient says when a kernel it started never answers, or a kernel that found its port taken.
-RACE = re.compile(r"Kernel didn't respond in \d+ seconds|Address already in use|Kernel died before replying")
+#: What nbclient says when a kernel it started never answers, or a kernel that found its port
+#: taken; what SQLAlchemy says when jupyter-cache's tables were made by the other process first.
+RACE = re.compile(r"Kernel didn't respond in \d+ seconds|Address already in use|Kernel died before replying"
+                  r"|table \w+ already exists|database is locked")
 
 
 def build_all_kinds(sources: Sources, config: Config, work: Path, round_no: int) -> list[dict[str, Any]]:
@@ -476,7 +480,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--attempts", type=int, default=3,
                         help="builds of a configuration (cold, no-op, edit, from a fresh copy) to try when one "
-                        "fails by jupyter_client's port race (MyST-NB with -j N); each failure is reported")
+                        "fails by a race of MyST-NB's own at -j N (PeerRace); each failure is reported")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -519,7 +523,7 @@ def main() -> None:
                     try:
                         done = build_all_kinds(sources, config, work, n + 1)
                         break
-                    except PortRace as race:
+                    except PeerRace as race:
                         failures.append({"round": n + 1, "config": config.key, "attempt": attempt, "why": str(race)})
                         again = "again from a fresh copy" if attempt < args.attempts else "no attempt left"
                         print(f"  {config.label}: FAILED, {race}; {again}", flush=True)
