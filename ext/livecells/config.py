@@ -171,14 +171,15 @@ class LivecellsConfig:
             rebuild="",
         ),
     )
-    keep_warm: float = field(
-        default=0.0,
+    keep_warm: float | Literal["auto"] = field(
+        default="auto",
         metadata=_meta(
-            "For edit loops (sphinx-autobuild, make html again): seconds a framework's fork-server "
-            "template may idle after a build, for the next build to adopt; 0: off. It lives at "
-            "most as long as the session (the terminal's shell) that started the build.",
-            checks.idle_seconds,
-            "float",
+            "For edit loops: seconds a framework's fork-server template may idle after a build, "
+            "for the next build to adopt; 0: off. It lives at most as long as the session (the "
+            "terminal's shell) that started the build. auto: 600 under sphinx-autobuild, living "
+            "at most as long as it; else off.",
+            checks.keep_warm,
+            "'auto' | float",
             rebuild="",
         ),
     )

@@ -69,6 +69,21 @@ def idle_seconds(value: Any) -> float:
     return positive_number(value)
 
 
+def keep_warm(value: Any) -> float | Literal["auto"]:
+    """``'auto'`` (kept warm under an edit loop, sphinx-autobuild, else not) or idle seconds."""
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str):  # from -D livecells_keep_warm=600
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError("must be 'auto', 0 or a positive, finite number of seconds") from None
+    try:
+        return idle_seconds(value)
+    except ConfigError:
+        raise ConfigError("must be 'auto', 0 or a positive, finite number of seconds") from None
+
+
 def jobs(value: Any) -> int | Literal["auto"]:
     if value == "auto":
         return "auto"

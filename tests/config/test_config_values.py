@@ -77,7 +77,7 @@ BAD_VALUES = {
     "allow_html": ["no", 0],
     "executor": ["", 8786, None],
     "fork_kernels": ["no", None],
-    "keep_warm": [-1, float("inf"), "600", True, None],
+    "keep_warm": [-1, float("inf"), "later", True, None, "Auto"],
     "output_limit": [0, "big", 1.5, True],
     "depends": [3, [1], [""], None],
     "depends_granularity": ["functions", 1, None],

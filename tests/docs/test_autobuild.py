@@ -1,8 +1,10 @@
 """The sphinx-autobuild recipe of docs/getting-started.rst, run for real in the book's own folder:
-an edit builds once, not twice (the store's write must not count as an edit)."""
+an edit builds once, not twice (the store's write must not count as an edit), its templates kept
+warm (``livecells_keep_warm = "auto"``) adopted by the edit's build and ended with sphinx-autobuild."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import livecells
+from livecells.kernel_side.reaper import process_start
 
 import timing
 from paths import DOCS
@@ -81,10 +84,15 @@ def test_the_documented_command_builds_once_per_edit_in_the_books_own_folder(tmp
     try:
         assert wait_for(log, r"Waiting to detect changes", 1, timing.REACH), log.read_text()
         assert (book / "_livecells" / "index.json").exists()
+        kept = [json.loads(p.read_text()) for p in book.glob("_build/**/livecells-warm/*.json")]
         time.sleep(timing.WATCHER_START)  # the watcher begins a little after it says so
         (book / "index.rst").write_text(PAGE.format(2), encoding="utf-8")
         assert wait_for(log, r"livecells: 1 session\(s\) run", 2, timing.REACH), log.read_text()
         time.sleep(timing.SPURIOUS_BUILD)  # time for a build that the store's write would start
+        records = [json.loads(p.read_text()) for p in book.glob("_build/**/livecells-warm/*.json")]
+        # The edit's build adopted the template the first one kept warm.
+        same = [(r["pid"], r["start"]) for r in records] == [(r["pid"], r["start"]) for r in kept]
+        assert len(records) == 1 and same and process_start(records[0]["pid"]) == records[0]["start"], records
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
@@ -92,6 +100,11 @@ def test_the_documented_command_builds_once_per_edit_in_the_books_own_folder(tmp
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    # The template kept warm ends with sphinx-autobuild, its owner.
+    deadline = time.monotonic() + timing.WARM_GONE
+    while process_start(records[0]["pid"]) == records[0]["start"] and time.monotonic() < deadline:
+        time.sleep(timing.POLL)
+    assert process_start(records[0]["pid"]) != records[0]["start"], "the warm template outlived sphinx-autobuild"
     text = log.read_text(errors="replace")
     # The first build, and one for the edit: sphinx-autobuild's own line per build (Sphinx's
     # "Running Sphinx" is in the locale's language).

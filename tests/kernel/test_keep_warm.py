@@ -271,6 +271,83 @@ def test_a_template_kept_warm_ends_with_its_owner(tmp_path, monkeypatch, warm_fo
     assert all(wait_gone(pid, start, timing.WARM_GONE) for pid, start in starts.items())
 
 
+#: A stand-in for sphinx-autobuild as its console script runs it (``python .../sphinx-autobuild``):
+#: it runs ``sphinx-build`` as a process of its own, once at the start and once per line read.
+AUTOBUILD = """\
+import subprocess, sys
+def build():
+    subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", sys.argv[1], sys.argv[2]], check=True)
+    print("built", flush=True)
+build()
+for line in sys.stdin:
+    build()
+"""
+
+
+def autobuild_script(tmp_path: Path) -> Path:
+    script = tmp_path / "bin" / "sphinx-autobuild"
+    script.parent.mkdir()
+    script.write_text(f"#!{sys.executable}\n{AUTOBUILD}")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.process
+def test_the_edit_loop_is_the_nearest_sphinx_autobuild_among_the_builds_ancestors(tmp_path):
+    ask = "from livecells.execute.forkserver.warm import edit_loop; print(edit_loop())"
+    env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
+    script = tmp_path / "sphinx-autobuild"
+    # The script runs a shell that runs the build: the loop is an ancestor, not the parent.
+    script.write_text(f"#!{sys.executable}\nimport os, subprocess, sys\n"
+                      f"print(os.getpid(), subprocess.run(['sh', '-c', sys.argv[1]], capture_output=True, "
+                      f"text=True).stdout.strip())\n")
+    script.chmod(0o755)
+    command = f"{sys.executable} -c '{ask}'"
+    loop, found = subprocess.run([str(script), command], env=env, capture_output=True, text=True,
+                                 check=True).stdout.split()
+    assert found == loop
+    for argv in ([sys.executable, "-c", ask], [sys.executable, "-c", f"import subprocess; subprocess.run(['sh', '-c', {command!r}])"]):
+        assert subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.strip() == "None"
+
+
+@pytest.mark.kernel
+def test_auto_keeps_templates_warm_for_sphinx_autobuild_and_they_end_with_it(tmp_path, monkeypatch, warm_folders):
+    """``livecells_keep_warm = 'auto'`` (the default): a plain build leaves no template; under
+    sphinx-autobuild, the next build adopts the template, which ends once sphinx-autobuild is
+    gone, though the session that started it lives on."""
+    src, modules = book(tmp_path, monkeypatch, keep_warm="auto")
+    out = tmp_path / "out"
+    warm_folders.append(out / ".doctrees" / "livecells-warm")
+    loop = subprocess.Popen([str(autobuild_script(tmp_path)), str(src), str(out)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert loop.stdout is not None and loop.stdin is not None
+        assert loop.stdout.readline() == "built\n"
+        first = {r["cell"]: r["template"] for r in ran(tmp_path)}
+        starts = {pid: process_start(pid) for pid in first.values()}
+        assert len(starts) == 2 and all(alive(pid, start) for pid, start in starts.items())
+        once = imports(modules, "lc_alpha")
+        settle()
+        page(src, tmp_path / "ran.jsonl", "alpha v2")
+        loop.stdin.write("edited\n")
+        loop.stdin.flush()
+        assert loop.stdout.readline() == "built\n"
+        (second,) = ran(tmp_path)
+        assert second["template"] == first["alpha"] and imports(modules, "lc_alpha") == once
+    finally:
+        loop.kill()  # sphinx-autobuild alone: this test's session, the old owner, lives on
+        loop.wait()
+    assert all(wait_gone(pid, start, timing.WARM_GONE) for pid, start in starts.items())
+
+    settle()
+    page(src, tmp_path / "ran.jsonl", "alpha v3")
+    build_site(src)  # not under an edit loop: nothing kept
+    (plain,) = ran(tmp_path)
+    assert plain["template"] not in starts
+    assert wait_gone(plain["template"], process_start(plain["template"]), timing.WARM_GONE)
+    assert not list((src / "_build" / "doctrees" / "livecells-warm").glob("*.json"))
+
+
 class FakeReaper:
     """Which processes live (pid -> start time), and which trees were killed."""
 

@@ -51,22 +51,21 @@ class Processes:
         return self.watcher
 
     def fork_server(
-        self, env_drop: Sequence[str], confdir: str | None = None, keep_warm: float = 0.0,
+        self, env_drop: Sequence[str], confdir: str | None = None, keep_warm: float | str = 0.0,
         doctreedir: str | None = None,
     ) -> ForkServer:
         """The fork server, made on first use; its templates drop the variables ``env_drop``
         names (livecells_env_drop) from their environment, and its notes on preloads point at the
-        line of ``confdir``'s conf.py that names them. ``keep_warm``: seconds its templates may
-        idle after the build, recorded in ``doctreedir`` for the next build (0: they end with it);
-        the templates keep their preload probe's answer there too."""
+        line of ``confdir``'s conf.py that names them. ``keep_warm``: livecells_keep_warm (seconds
+        its templates may idle after the build, 0 or ``'auto'``, see ``KeepWarm.chosen``), the
+        templates recorded in ``doctreedir`` for the next build; the templates keep their
+        preload probe's answer there too."""
         if self.server is None:
             from livecells.execute.forkserver.server import ForkServer
             from livecells.execute.forkserver.warm import KeepWarm
 
             where = conf_location(confdir, "livecells_frameworks")
-            warm = None
-            if keep_warm and doctreedir:
-                warm = KeepWarm.here(os.path.join(doctreedir, "livecells-warm"), keep_warm)
+            warm = KeepWarm.chosen(os.path.join(doctreedir, "livecells-warm"), keep_warm) if doctreedir else None
             self.server = ForkServer(
                 warn=lambda message: logger.info(f"livecells: {message}"),
                 note=lambda message: logger.info(f"livecells: {message}", location=where),

@@ -7,8 +7,9 @@ The rules that hold a build's own templates hold these too:
 
 - **Owner.** A template kept warm serves while its owner lives: the session leader of the build
   that started it (the terminal's shell, the edit loop started in its own session), else that
-  build's parent; and at most ``idle`` seconds with no request and no kernel running
-  (:mod:`.lifetime`). Each kernel still dies with the build that asked for it.
+  build's parent; with ``'auto'``, the sphinx-autobuild that runs the build (:func:`edit_loop`);
+  and at most ``idle`` seconds with no request and no kernel running (:mod:`.lifetime`). Each
+  kernel still dies with the build that asked for it.
 - **Staleness.** A template is adopted only if its key (kernel python, preload, kernelspec env)
   and the environment it imported with are this build's, its program files (``template.py`` and
   what it loads) are unchanged, and so is every file it imported and every installed folder
@@ -42,6 +43,41 @@ from livecells.kernel_side.reaper import process_start
 PROGRAM_FILES = (program.__file__, sharing.__file__, lifetime.__file__, reaper.__file__)
 
 
+#: How long a template may idle under an edit loop with ``livecells_keep_warm = 'auto'``.
+EDIT_LOOP_IDLE = 600.0
+
+
+def edit_loop() -> int | None:
+    """The sphinx-autobuild that runs this build: this process or its nearest ancestor whose
+    program is ``sphinx-autobuild`` (its script, or ``python -m sphinx_autobuild``; this process
+    where an older release builds in its own process); None when no edit loop runs this build.
+    Having imported ``sphinx_autobuild`` does not count. Read from ``/proc`` (the fork server is
+    Linux's alone)."""
+    pid = os.getpid()
+    if _is_edit_loop(pid):
+        return pid
+    for _ in range(64):  # ancestors; a loop in /proc cannot happen, a bound costs nothing
+        status = reaper.process_status(pid)
+        if status is None or status[1] <= 1:
+            return None
+        pid = status[1]
+        if _is_edit_loop(pid):
+            return pid
+    return None
+
+
+def _is_edit_loop(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return False
+    # `sphinx-autobuild ...` as the kernel shows a script: its interpreter, then its path.
+    if any(os.path.basename(word) == b"sphinx-autobuild" for word in argv[:2]):
+        return True
+    return argv[1:3] == [b"-m", b"sphinx_autobuild"]
+
+
 @dataclass(frozen=True)
 class KeepWarm:
     """Where a build's warm templates are recorded, how long they may idle, and their owner."""
@@ -52,15 +88,27 @@ class KeepWarm:
     owner_start: int | None
 
     @classmethod
-    def here(cls, folder: str, idle: float) -> KeepWarm:
-        """Templates for this process's builds: owned by its session leader (else its parent)."""
-        try:
-            owner = os.getsid(0)
-        except OSError:
-            owner = 0
-        if owner in (0, 1, os.getpid()):  # no session of its own to outlive this build
-            owner = os.getppid()
+    def here(cls, folder: str, idle: float, owner: int | None = None) -> KeepWarm:
+        """Templates for this process's builds: owned by ``owner``, else its session leader
+        (else its parent)."""
+        if owner is None:
+            try:
+                owner = os.getsid(0)
+            except OSError:
+                owner = 0
+            if owner in (0, 1, os.getpid()):  # no session of its own to outlive this build
+                owner = os.getppid()
         return cls(folder, float(idle), owner, process_start(owner))
+
+    @classmethod
+    def chosen(cls, folder: str, setting: float | str) -> KeepWarm | None:
+        """What ``livecells_keep_warm`` asks for: ``'auto'``, kept :data:`EDIT_LOOP_IDLE`
+        seconds for the sphinx-autobuild that runs this build (and no longer than it lives),
+        else not at all; seconds, as long as the session lives; 0: not kept."""
+        if setting == "auto":
+            loop = edit_loop()
+            return cls.here(folder, EDIT_LOOP_IDLE, owner=loop) if loop is not None else None
+        return cls.here(folder, float(setting)) if setting else None
 
     def settings(self, record: str) -> dict[str, Any]:
         """What the template is told (see :class:`~livecells.kernel_side.lifetime.Lifetime`)."""
