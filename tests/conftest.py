@@ -39,6 +39,16 @@ def kernel_processes() -> list[psutil.Process]:
     return found
 
 
+@pytest.fixture(scope="session", autouse=True)
+def livecells_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The preload probes' answers of this run's templates (``pipeline/processes.probe_folder``) in
+    a folder of the run's own, not in the user's cache: every build and program the tests start
+    inherits it."""
+    folder = tmp_path_factory.mktemp("livecells-cache")
+    os.environ["LIVECELLS_CACHE_DIR"] = str(folder)
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def docutils_left_clean():
     """Fails the test after which a Sphinx application's docutils registrations are still in place.

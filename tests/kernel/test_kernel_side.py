@@ -809,6 +809,13 @@ def test_a_template_keeps_its_preload_probe_while_nothing_it_rests_on_changes(
     assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None  # another environment
     monkeypatch.delenv("LC_PROBE_SETTING")
     assert sharing.cached_probe(cache, ["lc_probe_mod"]) == found
+    # Another book's folder on sys.path may hold another lc_probe_mod: shared by users' books, the
+    # answer stands only where modules are looked for in the same places.
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "another-book"), *sys.path])
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None
+    monkeypatch.undo()
+    monkeypatch.setattr(template, "_probe", no_probe)
+    assert sharing.cached_probe(cache, ["lc_probe_mod"]) == found
     module.write_text("import json, csv\n")  # the preload's own code changed
     assert sharing.cached_probe(cache, ["lc_probe_mod"]) is None
     (tmp_path / "probe" / "one.json").write_text("{damaged")

@@ -85,9 +85,12 @@ def probe_imports(preload: list[str]) -> dict[str, Any]:
 
 
 def probe_identity(preload: list[str]) -> dict[str, Any]:
-    """What else a probe's answer depends on: the preload, this interpreter, its environment."""
+    """What else a probe's answer depends on: the preload, this interpreter, its environment
+    and where it looks for modules (``sys.path``): not the book, so that one user's books and
+    checkouts share the answers (see ``pipeline/processes.probe_folder``)."""
     environ = hashlib.sha256(json.dumps(sorted(os.environ.items())).encode()).hexdigest()
-    return {"preload": list(preload), "python": [sys.executable, sys.version], "environ": environ}
+    return {"preload": list(preload), "python": [sys.executable, sys.version], "environ": environ,
+            "path": list(sys.path)}
 
 
 def cached_probe(path: str, preload: list[str]) -> dict[str, Any] | None:

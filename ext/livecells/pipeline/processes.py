@@ -32,6 +32,26 @@ if TYPE_CHECKING:  # the execute stage (jupyter_client) is imported only by buil
 logger = logging.getLogger(__name__)
 
 
+def probe_folder(doctreedir: str | None) -> str | None:
+    """Where templates keep their preload probe's answers (``kernel_side/sharing.cached_probe``):
+    ``$LIVECELLS_CACHE_DIR``, else the user's cache (``$XDG_CACHE_HOME``, ``~/.cache``), under
+    ``livecells/probes``. An answer rests on the interpreter, its environment, ``sys.path`` and
+    the state of every file the probe imported, not on the book: one user's books, checkouts and
+    fresh build folders share it, and the first build of each no longer imports its frameworks
+    twice. Where that folder cannot be written, the doctree folder (or None)."""
+    base = os.environ.get("LIVECELLS_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "livecells"
+    )
+    folder = os.path.join(base, "probes")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    except OSError:
+        pass
+    return os.path.join(doctreedir, "livecells-probe") if doctreedir else None
+
+
 @dataclass
 class Processes:
     """The build's own processes, for sessions on this machine (none until an executor asks)."""
@@ -72,7 +92,7 @@ class Processes:
                 tell=lambda message: logger.verbose(f"livecells: {message}"),
                 env_drop=env_drop,
                 keep_warm=warm,
-                probe_cache=os.path.join(doctreedir, "livecells-probe") if doctreedir else None,
+                probe_cache=probe_folder(doctreedir),
             )
             # Ctrl-C ends a build without build-finished: close the templates on the way out too.
             atexit.register(self.close)

@@ -82,7 +82,9 @@ class Template:
         self.log_path = self.path[: -len(".sock")] + ".log"
         modules = {"kernel": list(KERNEL_MODULES), "preload": list(self.preload), "warm": warm}
         if probe_cache:  # the preload probe's answer, kept between builds (template.shareable)
-            name = hashlib.sha256(json.dumps([python, self.preload]).encode()).hexdigest()[:16]
+            # One file per interpreter, preload and environment: builds of other books (or with
+            # other variables) keep their own answers beside it.
+            name = hashlib.sha256(json.dumps([python, self.preload, sorted(env.items())]).encode()).hexdigest()[:16]
             modules["probe_cache"] = os.path.join(probe_cache, f"{name}.json")
         #: Before any import: a file changed after this may have been read old or new.
         self.started_ns = time.time_ns()
