@@ -165,6 +165,9 @@ class Sources:
         self.env["JUPYTER_PATH"] = str(jupyter)
         self.env["PYTHONPATH"] = os.pathsep.join([str(REPO / "ext"), str(pkg)])
         self.env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        # livecells' user cache (its templates' probe answers) of this run alone: the first cold
+        # build makes it, later builds read it, as on an author's machine.
+        self.env["LIVECELLS_CACHE_DIR"] = str(work / "livecells-cache")
         self.livecells = self._livecells(corpus, work / "src-livecells")
         self.execoff = self.livecells  # the same pages, built with execution off
         self.mystnb = self._mystnb(work / "src-mystnb")
