@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -271,7 +272,8 @@ def test_a_template_kept_warm_ends_with_its_owner(tmp_path, monkeypatch, warm_fo
     assert all(wait_gone(pid, start, timing.WARM_GONE) for pid, start in starts.items())
 
 
-#: A stand-in for sphinx-autobuild as its console script runs it (``python .../sphinx-autobuild``):
+#: A stand-in for sphinx-autobuild as its console script runs (``python .../sphinx-autobuild``, run
+#: by the interpreter here, not by a ``#!`` line, which a path with a space would break):
 #: it runs ``sphinx-build`` as a process of its own, once at the start and once per line read.
 AUTOBUILD = """\
 import subprocess, sys
@@ -287,8 +289,7 @@ for line in sys.stdin:
 def autobuild_script(tmp_path: Path) -> Path:
     script = tmp_path / "bin" / "sphinx-autobuild"
     script.parent.mkdir()
-    script.write_text(f"#!{sys.executable}\n{AUTOBUILD}")
-    script.chmod(0o755)
+    script.write_text(AUTOBUILD)
     return script
 
 
@@ -298,12 +299,11 @@ def test_the_edit_loop_is_the_nearest_sphinx_autobuild_among_the_builds_ancestor
     env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
     script = tmp_path / "sphinx-autobuild"
     # The script runs a shell that runs the build: the loop is an ancestor, not the parent.
-    script.write_text(f"#!{sys.executable}\nimport os, subprocess, sys\n"
-                      f"print(os.getpid(), subprocess.run(['sh', '-c', sys.argv[1]], capture_output=True, "
-                      f"text=True).stdout.strip())\n")
-    script.chmod(0o755)
-    command = f"{sys.executable} -c '{ask}'"
-    loop, found = subprocess.run([str(script), command], env=env, capture_output=True, text=True,
+    script.write_text("import os, subprocess, sys\n"
+                      "print(os.getpid(), subprocess.run(['sh', '-c', sys.argv[1]], capture_output=True, "
+                      "text=True).stdout.strip())\n")
+    command = shlex.join([sys.executable, "-c", ask])  # a checkout's path may hold a space
+    loop, found = subprocess.run([sys.executable, str(script), command], env=env, capture_output=True, text=True,
                                  check=True).stdout.split()
     assert found == loop
     for argv in ([sys.executable, "-c", ask], [sys.executable, "-c", f"import subprocess; subprocess.run(['sh', '-c', {command!r}])"]):
@@ -318,7 +318,7 @@ def test_auto_keeps_templates_warm_for_sphinx_autobuild_and_they_end_with_it(tmp
     src, modules = book(tmp_path, monkeypatch, keep_warm="auto")
     out = tmp_path / "out"
     warm_folders.append(out / ".doctrees" / "livecells-warm")
-    loop = subprocess.Popen([str(autobuild_script(tmp_path)), str(src), str(out)], stdin=subprocess.PIPE,
+    loop = subprocess.Popen([sys.executable, str(autobuild_script(tmp_path)), str(src), str(out)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     try:
         assert loop.stdout is not None and loop.stdin is not None
