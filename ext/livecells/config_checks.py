@@ -73,14 +73,10 @@ def keep_warm(value: Any) -> float | Literal["auto"]:
     """``'auto'`` (kept warm under an edit loop, sphinx-autobuild, else not) or idle seconds."""
     if value == "auto":
         return "auto"
-    if isinstance(value, str):  # from -D livecells_keep_warm=600
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigError("must be 'auto', 0 or a positive, finite number of seconds") from None
     try:
-        return idle_seconds(value)
-    except ConfigError:
+        # A string comes from -D livecells_keep_warm=600.
+        return idle_seconds(float(value) if isinstance(value, str) else value)
+    except (ValueError, ConfigError):
         raise ConfigError("must be 'auto', 0 or a positive, finite number of seconds") from None
 
 

@@ -78,8 +78,8 @@ class Processes:
         names (livecells_env_drop) from their environment, and its notes on preloads point at the
         line of ``confdir``'s conf.py that names them. ``keep_warm``: livecells_keep_warm (seconds
         its templates may idle after the build, 0 or ``'auto'``, see ``KeepWarm.chosen``), the
-        templates recorded in ``doctreedir`` for the next build; the templates keep their
-        preload probe's answer there too."""
+        templates recorded in ``doctreedir`` for the next build; their preload probe's answers
+        go to :func:`probe_folder`."""
         if self.server is None:
             from livecells.execute.forkserver.server import ForkServer
             from livecells.execute.forkserver.warm import KeepWarm
