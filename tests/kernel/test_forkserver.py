@@ -806,7 +806,13 @@ def test_a_template_whose_imported_files_changed_forks_no_more(
     helpers = tmp_path / "helpers"
     helpers.mkdir()
     module = helpers / "livecells_test_saved_helper.py"
+    # Two saves within one second, at the same size (Python's cache of the first would pass for
+    # the second's: see kernel_side/bytecode.py); with bytecode written, as authors have it.
+    whole = 1_700_000_000 * 10**9
     module.write_text("VERSION = 1\n")
+    os.utime(module, ns=(whole + 100_000_000,) * 2)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(helpers), os.environ.get("PYTHONPATH", "")]))
     saved = FrameworkSpec(name="saved", label="Saved", preload=("livecells_test_saved_helper",))
     ask = "import livecells_test_saved_helper as h; print(h.VERSION)"
@@ -817,6 +823,7 @@ def test_a_template_whose_imported_files_changed_forks_no_more(
         async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as first:
             found.append((first.km.provisioner.process, stdout(await first.run_cell(ask, timing.CELL))))
             module.write_text("VERSION = 2\n")  # the same size; saved while a kernel runs
+            os.utime(module, ns=(whole + 600_000_000,) * 2)
             await asyncio.sleep(timing.SETTLE)  # not as the next template starts (that one is not trusted)
             async with KernelSession(saved, cwd=tmp_path, manager_factory=server.manager) as second:
                 found.append((second.km.provisioner.process, stdout(await second.run_cell(ask, timing.CELL))))

@@ -28,7 +28,7 @@ from livecells.execute.environment import is_own_python, kernel_python
 from livecells.execute.forkserver.server import _key
 from livecells.execute.kernels.hook_call import PROBE_EXPRESSION, TIME_EXPRESSION, hook_request
 from livecells.execute.kernels.session import KernelSession
-from livecells.kernel_side import budget, hook, interpreter, reaper, sharing, template
+from livecells.kernel_side import budget, bytecode, hook, interpreter, reaper, sharing, template
 from livecells.kernel_side.reaper import Guard
 from livecells.model.frameworks import FrameworkSpec
 
@@ -261,8 +261,14 @@ def test_the_hook_sent_loads_the_kernel_side_files_by_path_and_calls_install_wit
     program, namespace = call.args
     assert [ast.literal_eval(k) for k in namespace.keys] == ["get_ipython"]  # never the user's
     body = ast.parse(ast.literal_eval(program)).body
-    assert isinstance(body[0], ast.FunctionDef) and body[0].name == "_load" and len(body) == 2
-    install = body[1].value
+    assert isinstance(body[0], ast.FunctionDef) and body[0].name == "_load" and len(body) == 3
+    fresh = body[1].value  # bytecode.install(sharing.installed_folders()), each loaded by path
+    assert fresh.func.attr == "install" and fresh.func.value.func.id == "_load"
+    assert [ast.literal_eval(a) for a in fresh.func.value.args] == ["_livecells_bytecode", bytecode.__file__]
+    [folders] = fresh.args
+    assert folders.func.attr == "installed_folders" and not folders.args
+    assert [ast.literal_eval(a) for a in folders.func.value.args] == ["_livecells_sharing", sharing.__file__]
+    install = body[2].value
     assert install.func.attr == "install" and install.func.value.func.id == "_load"
     assert [ast.literal_eval(a) for a in install.func.value.args] == ["_livecells_kernel", hook.__file__]
     keywords = {kw.arg: kw.value for kw in install.keywords}
@@ -285,7 +291,8 @@ exec(sys.argv[1])
 state = sys.modules["_livecells_kernel"]
 print(json.dumps({"registered": registered, "new_names": sorted(set(globals()) - before - {"before"}),
                   "probe": state.probe(), "iopub_pipe": state.iopub_pipe, "json_preloaded": "json" in sys.modules,
-                  "livecells": [m for m in sys.modules if m.startswith("livecells")]}))
+                  "livecells": [m for m in sys.modules if m.startswith("livecells")],
+                  "fresh_bytecode": [getattr(h, "_livecells_fresh_bytecode", False) for h in sys.path_hooks][:1]}))
 """
 
 
@@ -299,6 +306,7 @@ def test_the_hook_runs_in_a_python_without_livecells_in_a_namespace_of_its_own()
     assert found["registered"] == ["pre_run_cell", "post_run_cell"]
     assert found["new_names"] == ["state"]  # the caller's (the user's) namespace gets nothing
     assert found["livecells"] == [] and found["iopub_pipe"] == ""  # no ipykernel there: the pipe stays
+    assert found["fresh_bytecode"] == [True]  # the path hook first, before the preload
     assert found["probe"]["framework_version"] == "" and found["probe"]["gpu_used"] is False
 
 

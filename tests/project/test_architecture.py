@@ -224,7 +224,7 @@ KERNEL_SIDE = tuple(
 
 
 def test_the_kernel_side_programs_are_the_kernel_side_package():
-    assert len(KERNEL_SIDE) == 7, KERNEL_SIDE
+    assert len(KERNEL_SIDE) == 8, KERNEL_SIDE
     others = [m for m in modules() if m.startswith("livecells.execute.")]
     assert not [m for m in others if m.rsplit(".", 1)[-1] in {Path(k).stem for k in KERNEL_SIDE}]
 

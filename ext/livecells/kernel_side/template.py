@@ -66,11 +66,12 @@ def _beside(name: str) -> Any:
 
 
 if __name__ == "__main__":
+    bytecode = _beside("bytecode.py")
     reaper = _beside("reaper.py")
     sharing = _beside("sharing.py")
     lifetime = _beside("lifetime.py")
 else:
-    from livecells.kernel_side import lifetime, reaper, sharing
+    from livecells.kernel_side import bytecode, lifetime, reaper, sharing
 
 
 def main(argv: list[str]) -> tuple[Any, ...] | None:
@@ -95,6 +96,7 @@ def main(argv: list[str]) -> tuple[Any, ...] | None:
     # What ipykernel sets before a user imports matplotlib; a preload may import it.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     problem, left = None, {}
+    bytecode.install(sharing.installed_folders())  # before a book's module is imported, as in a kernel
     try:
         for name in modules["kernel"]:
             importlib.import_module(name)

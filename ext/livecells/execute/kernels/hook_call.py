@@ -3,6 +3,7 @@
 :func:`hook_request` is the expression sent with every kernel's launch: the kernel-side files
 :mod:`livecells.kernel_side.hook` and :mod:`livecells.kernel_side.budget` loaded by their paths,
 each a module of its own (never in ``sys.modules``), as every kernel-side program is loaded; then
+:func:`livecells.kernel_side.bytecode.install` (a book's stale bytecode never imported) and
 ``hook.install`` called with the framework's settings. Loaded by path, not imported by name: the
 kernel's Python need not have livecells installed. After each cell :data:`TIME_EXPRESSION` (and
 after the last, :data:`PROBE_EXPRESSION`) reads back what the hook kept; :func:`measured` and
@@ -16,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from livecells.kernel_side import budget, hook
+from livecells.kernel_side import budget, bytecode, hook, sharing
 from livecells.model.frameworks import FrameworkSpec
 from livecells.model.records import Probe
 
@@ -37,13 +38,20 @@ def _load(name, path):
 #: callbacks it registers) belong to the state module's name, ``_livecells_kernel``.
 HOOK_MODULE = hook.STATE
 BUDGET_MODULE = "_livecells_budget"
+BYTECODE_MODULE = "_livecells_bytecode"
+SHARING_MODULE = "_livecells_sharing"
 
 
 def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
     """The expression sent with the launch (a user expression of an empty silent cell): run in a
-    namespace of its own (never the user's), it loads the hook and the budget by their paths and
-    calls :func:`~livecells.kernel_side.hook.install` with ``framework``'s settings and the
+    namespace of its own (never the user's), it loads the hook and the budget by their paths,
+    installs :mod:`~livecells.kernel_side.bytecode`'s path hook (before the preload is imported)
+    and calls :func:`~livecells.kernel_side.hook.install` with ``framework``'s settings and the
     budget's ``bound_output``."""
+    fresh = (
+        f"_load({BYTECODE_MODULE!r}, {bytecode.__file__!r}).install("
+        f"_load({SHARING_MODULE!r}, {sharing.__file__!r}).installed_folders())"
+    )
     bounds = f"_load({BUDGET_MODULE!r}, {budget.__file__!r}).bound_output"
     call = (
         f"_load({HOOK_MODULE!r}, {hook.__file__!r}).install(get_ipython(), sync={framework.sync!r}, "
@@ -51,7 +59,7 @@ def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
         f"version_module={framework.version_module!r}, output_limit={int(output_limit)!r}, "
         f"bound_output={bounds})"
     )
-    return f"exec({LOADER + call + chr(10)!r}, {{'get_ipython': get_ipython}})"
+    return f"exec({LOADER + fresh + chr(10) + call + chr(10)!r}, {{'get_ipython': get_ipython}})"
 
 
 def probe_value(result: Mapping[str, Any]) -> Probe:
