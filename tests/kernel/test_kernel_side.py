@@ -261,14 +261,16 @@ def test_the_hook_sent_loads_the_kernel_side_files_by_path_and_calls_install_wit
     program, namespace = call.args
     assert [ast.literal_eval(k) for k in namespace.keys] == ["get_ipython"]  # never the user's
     body = ast.parse(ast.literal_eval(program)).body
-    assert isinstance(body[0], ast.FunctionDef) and body[0].name == "_load" and len(body) == 3
-    fresh = body[1].value  # bytecode.install(sharing.installed_folders()), each loaded by path
-    assert fresh.func.attr == "install" and fresh.func.value.func.id == "_load"
-    assert [ast.literal_eval(a) for a in fresh.func.value.args] == ["_livecells_bytecode", bytecode.__file__]
+    assert isinstance(body[0], ast.FunctionDef) and body[0].name == "_load" and len(body) == 4
+    loaded = body[1].value  # bytecode.py, then its install(sharing.installed_folders()) unless there
+    assert [ast.literal_eval(a) for a in loaded.args] == ["_livecells_bytecode", bytecode.__file__]
+    assert isinstance(body[2], ast.If) and body[2].test.operand.func.attr == "installed"
+    fresh = body[2].body[0].value
+    assert fresh.func.attr == "install" and fresh.func.value.id == "_fresh"
     [folders] = fresh.args
     assert folders.func.attr == "installed_folders" and not folders.args
     assert [ast.literal_eval(a) for a in folders.func.value.args] == ["_livecells_sharing", sharing.__file__]
-    install = body[2].value
+    install = body[3].value
     assert install.func.attr == "install" and install.func.value.func.id == "_load"
     assert [ast.literal_eval(a) for a in install.func.value.args] == ["_livecells_kernel", hook.__file__]
     keywords = {kw.arg: kw.value for kw in install.keywords}

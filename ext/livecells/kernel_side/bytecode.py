@@ -103,12 +103,17 @@ def path_hook(installed: Iterable[str]) -> Callable[[str], Any]:
     return hook
 
 
-def install(installed: Iterable[str]) -> bool:
+def installed() -> bool:
+    """Whether :func:`install` ran in this process (or the template it was forked from)."""
+    return any(getattr(hook, MARK, False) for hook in sys.path_hooks)
+
+
+def install(installed_folders: Iterable[str]) -> bool:
     """Put :func:`path_hook` first in ``sys.path_hooks`` and forget the finders already made for
     the folders it answers for (so that they are made again by it). False if it was there."""
-    if any(getattr(hook, MARK, False) for hook in sys.path_hooks):
+    if installed():
         return False
-    hook = path_hook(installed)
+    hook = path_hook(installed_folders)
     sys.path_hooks.insert(0, hook)
     for entry, finder in list(sys.path_importer_cache.items()):
         if not isinstance(finder, FileFinder):

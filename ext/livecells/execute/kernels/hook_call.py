@@ -48,9 +48,10 @@ def hook_request(framework: FrameworkSpec, output_limit: int = 100_000) -> str:
     installs :mod:`~livecells.kernel_side.bytecode`'s path hook (before the preload is imported)
     and calls :func:`~livecells.kernel_side.hook.install` with ``framework``'s settings and the
     budget's ``bound_output``."""
-    fresh = (
-        f"_load({BYTECODE_MODULE!r}, {bytecode.__file__!r}).install("
-        f"_load({SHARING_MODULE!r}, {sharing.__file__!r}).installed_folders())"
+    fresh = (  # a forked kernel has it from its template: the installed folders are not looked up
+        f"_fresh = _load({BYTECODE_MODULE!r}, {bytecode.__file__!r})\n"
+        f"if not _fresh.installed():\n"
+        f"    _fresh.install(_load({SHARING_MODULE!r}, {sharing.__file__!r}).installed_folders())"
     )
     bounds = f"_load({BUDGET_MODULE!r}, {budget.__file__!r}).bound_output"
     call = (
