@@ -10,7 +10,8 @@ source last changed (its ``st_ctime``, which every write and every ``utime`` mov
 one whose source changed while it was being compiled; otherwise Python compiles the source and
 rewrites the cache, as for any stale one. The installed folders keep Python's own rule: what
 changes there comes with an install, which the environment's fingerprint sees, and their files
-and caches may carry equal time stamps (conda, reproducible images).
+and caches may carry equal time stamps (conda, reproducible images). Left to Python's own check:
+a cache that another process (not a livecells kernel) compiled while the source changed under it.
 
 It runs in the kernel's own Python, loaded by path: standard library only.
 """
