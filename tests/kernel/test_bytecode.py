@@ -98,17 +98,24 @@ def test_the_installed_folders_keep_pythons_own_loader_and_rule(tmp_path: Path) 
 
 def test_a_cache_written_while_its_source_changed_is_removed(tmp_path: Path) -> None:
     """The loader keeps no cache compiled from a source that changed between Python's look at it
-    and the cache's write (what it compiled may be the old text); one of an unchanged source stays."""
+    and the cache's write (what it compiled may be the old text): replaced, or written at another
+    size (a same-size write within one tick of the clock keeps every stamp, see the module); one
+    of an unchanged source stays."""
     source, pyc = tmp_path / "saved.py", tmp_path / "saved.pyc"
     save(source, 1, FIRST)
     loader = bytecode.FreshSourceLoader("saved", str(source))
     loader.path_stats(str(source))
     loader.set_data(str(pyc), b"kept")
     assert pyc.read_bytes() == b"kept"
-    loader.path_stats(str(source))
-    save(source, 2, SECOND)  # as Python compiles
-    loader.set_data(str(pyc), b"compiled from version 1")
-    assert not pyc.exists()
+    for version, write in ((2, "replaced"), (30, "longer")):
+        loader.path_stats(str(source))
+        if write == "replaced":  # as an editor saves: a new file renamed over it, the same size
+            (tmp_path / "new.py").write_text(f"VERSION = {version}\n")
+            os.replace(tmp_path / "new.py", source)
+        else:
+            save(source, version, SECOND)
+        loader.set_data(str(pyc), b"compiled from the version before")  # as Python compiles
+        assert not pyc.exists(), write
 
 
 def test_a_cache_is_refused_unless_written_after_its_source_changed(tmp_path: Path) -> None:

@@ -7,11 +7,13 @@ and the rerun that livecells starts because the helper changed would show the ol
 :func:`install` makes the kernel (and a fork server's template, before its imports) read the
 cached file of a source outside the interpreter's own folders only if it was written after the
 source last changed (its ``st_ctime``, which every write and every ``utime`` moves), and remove
-one whose source changed while it was being compiled; otherwise Python compiles the source and
-rewrites the cache, as for any stale one. The installed folders keep Python's own rule: what
-changes there comes with an install, which the environment's fingerprint sees, and their files
-and caches may carry equal time stamps (conda, reproducible images). Left to Python's own check:
-a cache that another process (not a livecells kernel) compiled while the source changed under it.
+the one it wrote if the source changed while it was compiled (as far as the change time, size
+and inode tell: a same-size write within one tick of the clock does not show); otherwise Python
+compiles the source and rewrites the cache, as for any stale one. The installed folders keep
+Python's own rule: what changes there comes with an install, which the environment's
+fingerprint sees, and their files and caches may carry equal time stamps (conda, reproducible
+images). Left to Python's own check: a cache that another process (not a livecells kernel)
+compiled while the source changed under it.
 
 It runs in the kernel's own Python, loaded by path: standard library only.
 """
@@ -43,7 +45,7 @@ class FreshSourceLoader(SourceFileLoader):
 
     def path_stats(self, path: str) -> dict[str, Any]:
         stat = os.stat(path)
-        self._compiled_from = (path, changed_ns(stat), stat.st_size)
+        self._compiled_from = (path, state(stat))
         return {"mtime": stat.st_mtime, "size": stat.st_size}
 
     def get_data(self, path: str) -> bytes:
@@ -53,12 +55,11 @@ class FreshSourceLoader(SourceFileLoader):
 
     def set_data(self, path: str, data: bytes, **options: Any) -> None:
         super().set_data(path, data, **options)
-        source, changed, size = getattr(self, "_compiled_from", (None, 0, 0))
+        source, before = getattr(self, "_compiled_from", (None, None))
         if source is None or not path.endswith(tuple(BYTECODE_SUFFIXES)):
             return
         try:
-            stat = os.stat(source)
-            if (changed_ns(stat), stat.st_size) == (changed, size):
+            if state(os.stat(source)) == before:
                 return
         except OSError:
             pass
@@ -66,6 +67,12 @@ class FreshSourceLoader(SourceFileLoader):
             os.unlink(path)
         except OSError:
             pass
+
+
+def state(stat: os.stat_result) -> tuple[int, int, int]:
+    """What a write or a replacement changes: the change time, the size, the inode (a save within
+    one tick of a coarse clock keeps the time; an editor that saves by renaming changes the inode)."""
+    return changed_ns(stat), stat.st_size, stat.st_ino
 
 
 def changed_ns(stat: os.stat_result) -> int:
