@@ -40,7 +40,20 @@ def _visible_filter(gpus: list[GPU]) -> list[GPU]:
     return chosen
 
 
+#: The library pynvml loads on Linux (and, finding no Windows, elsewhere): NVML, which the driver
+#: installs. Where it cannot be loaded there is no driver to ask.
+NVML_LIBRARY = "libnvidia-ml.so.1"
+
+
 def _nvml_gpus() -> list[GPU] | None:
+    # Tried first with ctypes (what pynvml's nvmlInit does): a machine without a driver, such as
+    # a CI runner's, then skips importing pynvml, a module of several thousand lines, on every build.
+    import ctypes
+
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return None
     try:
         import pynvml
     except ImportError:
