@@ -176,6 +176,23 @@ def test_two_packages_naming_one_scheme_are_named_and_a_broken_one_says_why(monk
         executor_for("k8s://cluster")
 
 
+def test_livecells_own_schemes_are_resolved_without_reading_the_installed_packages(monkeypatch):
+    """``local`` (every build's default) and Dask's schemes are livecells' own, which no package can
+    take: finding their executor reads no package metadata (the scan costs every build ~5 ms)."""
+    from importlib.metadata import EntryPoint
+
+    def scanned(group):
+        raise AssertionError(f"entry points of {group} read")
+
+    monkeypatch.setattr("importlib.metadata.entry_points", scanned)
+    assert isinstance(executor_for("local"), LocalExecutor)
+    found = [EntryPoint("local", "evil:Replace", executors.ENTRY_POINTS)]
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [e for e in found if e.group == group])
+    assert isinstance(executor_for("local"), LocalExecutor)
+    with pytest.raises(ExecutorError, match=r"no executor for the scheme 'nope://'"):
+        executor_for("nope://x")
+
+
 def test_livecells_own_entry_points_are_its_schemes():
     declared = declared_entry_points()
     assert declared[executors.ENTRY_POINTS] == executors.SCHEMES

@@ -158,6 +158,8 @@ def executor_for(value: Any) -> Executor:
             # Neither "local", nor "scheme://...", nor "host:port" (a typo such as "locla"):
             # not taken for a Dask address, which would stop the build as unreachable.
             raise ExecutorError("not 'local', an address 'scheme://host:port', nor 'host:port'")
+        if scheme in SCHEMES:  # livecells' own: no package can name another (known_schemes)
+            return _load(SCHEMES[scheme])(value.strip())
         schemes = known_schemes()
         if scheme not in schemes:
             known = ", ".join(f"'{s}'" if s == "local" else f"'{s}://'" for s in schemes)
@@ -166,8 +168,6 @@ def executor_for(value: Any) -> Executor:
             named = ", ".join(schemes[scheme])
             raise ExecutorError(f"installed packages name more than one executor for '{scheme}://': {named}")
         (target,) = schemes[scheme]
-        if scheme in SCHEMES:
-            return _load(target)(value.strip())
         try:  # another package's: what is wrong with it names it
             executor = _load(target)
         except (ImportError, AttributeError) as err:

@@ -15,7 +15,6 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE, get_config
-from livecells.library import book_pages, make_library, write_library
 from livecells.model.vocabulary import WarningSubtype
 from livecells.sphinx_util import origin
 
@@ -27,6 +26,9 @@ def write_book_library(app: Sphinx) -> None:
     settings = get_config(app.env).library
     if settings is None or not settings.files:
         return
+    # Imported here: a book without a library (most) does not load the library's parser.
+    from livecells.library import book_pages, make_library, write_library
+
     root = Path(app.srcdir)
     suffixes = list(dict.fromkeys([*app.config.source_suffix, ".rst", ".md"]))
     pages, problems = book_pages(root, app.config.root_doc, suffixes, app.config.exclude_patterns)

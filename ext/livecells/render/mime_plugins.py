@@ -7,8 +7,9 @@ mime, value)`` that gives the value's docutils nodes, or None to leave it to the
 and then to the next representation. livecells' own (:class:`livecells.render.outputs.Builtin`)
 is the group's first entry; the book's ``livecells_mime_priority`` comes after every renderer's
 overrides. A renderer that cannot be loaded, or whose entries are wrong, is a warning, once per
-build process, and is left out; so is an entry of the book's whose type no renderer shows (a
-typo), at its conf.py line when the build starts.
+build process that writes a cell's outputs or checks the book's entries, and is left out; so is
+an entry of the book's whose type no renderer shows (a typo), at its conf.py line when the build
+starts.
 """
 
 from __future__ import annotations
@@ -100,9 +101,12 @@ def shown_types() -> frozenset[str]:
 def check_book_types(app: Sphinx) -> None:
     """Warn of each ``livecells_mime_priority`` entry whose type no renderer shows (it would
     change nothing): at its conf.py line, once a build."""
+    entries = get_config(app.env).mime_priority
+    if not entries:
+        return  # the renderers' types are read when a page is written, not on every build
     known = shown_types()
     location, given = origin(app, "mime_priority")
-    for number, entry in enumerate(get_config(app.env).mime_priority, 1):
+    for number, entry in enumerate(entries, 1):
         if entry.mime not in known:
             logger.warning(
                 f"livecells_mime_priority{given}: entry {number} {(entry.builder, entry.mime, entry.priority)!r}: "
