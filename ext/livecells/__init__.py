@@ -58,7 +58,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     setup_slides_read(app)
     setup_slides(app)
     app.connect("builder-inited", _add_static_path)
-    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 5}
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 6}
 
 
 def _check_platform() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -439,6 +440,90 @@ def test_a_bad_session_runs_again_and_is_replaced(site):
     assert kernels.take() == [("index", "alpha"), ("index", "beta"), ("other", "alpha")]
     app, warnings = build_site(site, kernels=kernels)
     assert not warnings_of(warnings, "store") and app.env.livecells_outcome.ran == 0 and kernels.take() == []
+
+
+def test_a_store_file_is_checked_again_exactly_when_its_content_or_the_checks_changed(site, monkeypatch):
+    """The verdicts are kept in the environment by content: a no-op build checks no unchanged
+    file, and a file whose bytes changed (here in place, to a bad session of the same size) is
+    checked and warned of, whatever its times say; so is every file after the checks change."""
+    from livecells.store import files
+
+    checked: list[str] = []
+
+    def counting(record):
+        checked.append(record.get("framework"))
+        return check_session(record)
+
+    monkeypatch.setattr(files, "check_session", counting)
+    monkeypatch.setattr(files, "_VERDICTS", {})  # (this process checked the same files' contents before)
+    path = write_store(site, "index", good_sessions())
+    conf = {"livecells_execute": "cache"}
+    build_site(site, freshenv=True, confoverrides=conf)
+    assert sorted(checked) == ["alpha", "alpha", "beta"]  # index's two sessions, other's one
+    files._VERDICTS.clear()  # a new build process: only the environment's verdicts
+    checked.clear()
+    app, warnings = build_site(site, confoverrides=conf)
+    assert checked == [] and not warnings_of(warnings, "store"), warnings
+    assert app.env.livecells_outcome.cached == 3
+    good = path.read_bytes()
+    bad = good.replace(b'"status": "ok", "outputs"', b'"status": "OK", "outputs"', 1)
+    assert bad != good and len(bad) == len(good)
+    times = os.stat(path)
+    with open(path, "r+b") as handle:
+        handle.write(bad)
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    files._VERDICTS.clear()
+    app, warnings = build_site(site, confoverrides=conf)
+    assert checked == ["alpha", "beta"], checked
+    found = warnings_of(warnings, "store")
+    assert len(found) == 1 and "'alpha'" in found[0] and "index.rst" in found[0], warnings
+    assert app.env.livecells_outcome.cached == 2
+    # Another livecells (or edited checks): every file is checked again.
+    files._VERDICTS.clear()
+    checked.clear()
+    monkeypatch.setattr(files, "__version__", "99.0")
+    files._checks_digest.cache_clear()
+    try:
+        build_site(site, confoverrides=conf)
+    finally:
+        files._checks_digest.cache_clear()
+    assert sorted(checked) == ["alpha", "alpha", "beta"], checked
+
+
+def test_the_kept_verdicts_are_those_of_the_last_builds_files(site):
+    """A file's old contents leave no verdict behind in the environment."""
+    path = write_store(site, "index", good_sessions())
+    conf = {"livecells_execute": "cache"}
+    app, _ = build_site(site, freshenv=True, confoverrides=conf)
+    first = set(app.env.livecells.store_verdicts)
+    assert len(first) == 2  # index's and other's files
+    sessions = good_sessions()
+    sessions["beta"]["duration"] = 0.2
+    write_store(site, "index", sessions)
+    app, _ = build_site(site, confoverrides=conf)
+    second = set(app.env.livecells.store_verdicts)
+    from livecells.store.files import verdict_key
+
+    assert second == {verdict_key(path.read_bytes()), verdict_key((site / "_livecells" / "other.json").read_bytes())}
+    assert len(first & second) == 1
+
+
+def test_the_checks_digest_covers_every_livecells_module_the_checks_import():
+    """store/files.py's CHECKS against schema.py's own imports: a module added there and not
+    here would let a verdict outlive an edit of it."""
+    import ast
+
+    from livecells.store import files, schema
+
+    tree = ast.parse(Path(schema.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module and node.module.startswith("livecells")}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names if alias.name.startswith("livecells")}
+    assert set(files.CHECKS) == {"livecells.store.schema"} | imported
+    for name in imported:  # and those modules import no other livecells module
+        source = Path(importlib.import_module(name).__file__).read_text(encoding="utf-8")
+        assert "from livecells" not in source and "import livecells" not in source, name
 
 
 @pytest.mark.slow

@@ -110,8 +110,11 @@ def _check_picklable(value: Any) -> None:
         ) from None
 
 
-def store_of(app: Sphinx) -> OutputStore:
-    return OutputStore(Path(app.srcdir) / get_config(app.env).store)
+def store_of(app: Sphinx, *, keep_verdicts: bool = False) -> OutputStore:
+    """The book's store; with ``keep_verdicts``, one that reuses and adds to the verdicts the
+    environment keeps (the build's own reads: :meth:`Run.stored` and the sessions it stores)."""
+    kept = env_state(app.env).store_verdicts if keep_verdicts else None
+    return OutputStore(Path(app.srcdir) / get_config(app.env).store, kept)
 
 
 def file_hashes(env: BuildEnvironment) -> FileHashes:
@@ -228,7 +231,7 @@ class Run:
         self.env = env
         self.config: LivecellsConfig = get_config(app.env)
         self.state = build_state(app)
-        self.store = store_of(app)
+        self.store = store_of(app, keep_verdicts=True)
         self.outcome = BuildOutcome(
             run_id=self.state.run_id, execute=self.config.execute, store=str(self.store.root)
         )

@@ -29,6 +29,9 @@ class EnvState:
     seen: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Dependency files' digests, by path, reused while unchanged (plan/keys.py's FileHashes).
     file_hashes: dict[str, Any] = field(default_factory=dict)
+    #: The store files' checks' verdicts by content digest, those of the last build's files
+    #: (store/files.py's OutputStore.verdicts).
+    store_verdicts: dict[str, Any] = field(default_factory=dict)
     #: What each session reaches of the helper modules, and the helper modules read
     #: (plan/helpers.py's UsageCache and ModuleCache).
     helper_usages: dict[Any, Any] = field(default_factory=dict)

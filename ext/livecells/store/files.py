@@ -6,20 +6,26 @@ written atomically (a temporary file renamed over the old one) under a per-page 
 write merges into what is on disk, so two builds sharing one store lose nothing. A damaged file,
 or one from a newer format, is reported and never misread; a session whose record does not
 have the stored shape (:func:`.schema.check_session`) is left out of what :meth:`load` returns
-and reported, so that it runs again. Nothing here knows Sphinx.
+and reported, so that it runs again. The checks' verdicts are kept by the file's content (and
+the checks' own source), in a mapping the caller may keep between builds: an unchanged file is
+not checked again. Nothing here knows Sphinx.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import hashlib
+import importlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from livecells._version import __version__
 from livecells.errors import StoreEntryError, StoreError
 from livecells.model.records import SessionRecord
 from livecells.store.codec import session_from_json, session_to_json
@@ -31,11 +37,22 @@ SUFFIX = ".json"
 REPLACED = "its results will be recomputed, and the file replaced when they are stored"
 
 
-class OutputStore:
-    """The folder of stored results."""
+#: Each session's problem (None: none), by framework: the checks' verdict on one file's sessions.
+Verdicts = dict[str, "str | None"]
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+
+class OutputStore:
+    """The folder of stored results.
+
+    ``verdicts``, a mapping its owner keeps (a build's environment), holds the checks' verdicts
+    by content digest (:func:`verdict_key`); the digests this object looked up are in
+    :attr:`checked`, so that the owner can drop the others.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], verdicts: MutableMapping[str, Verdicts] | None = None) -> None:
         self.root = Path(root)
+        self.verdicts = verdicts
+        self.checked: set[str] = set()
 
     def path(self, docname: str) -> Path:
         return self.root / f"{docname}{SUFFIX}"
@@ -65,13 +82,14 @@ class OutputStore:
         """
         path = self.path(docname)
         try:
-            text = _read(path)
+            raw = _read_bytes(path)
+            content = raw.decode("utf-8")
         except FileNotFoundError:
             return _empty(docname)
         except (OSError, UnicodeDecodeError) as err:
             raise StoreError(f"{path}: cannot be read ({err})") from None
         try:
-            data = json.loads(text)
+            data = json.loads(content)
         except (ValueError, RecursionError) as err:
             reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
             raise StoreError(f"{path}: damaged ({reason}); {REPLACED}") from None
@@ -87,7 +105,7 @@ class OutputStore:
                 f"{path}: written in store format {version!r}, newer than this livecells "
                 f"understands ({FORMAT}); it is left alone and its results are not used"
             )
-        verdicts = _checked(path, text, data["sessions"])
+        verdicts = self._checked(raw, data["sessions"])
         for framework, why in verdicts.items():
             if why is not None:
                 del data["sessions"][framework]
@@ -180,26 +198,57 @@ class OutputStore:
             raise
 
 
-#: Per store file text read (path, length, hash): each session's problem, or None. A build
-#: reads a page's file again, under its lock, to store a session in it; it is checked once.
-_VERDICTS: dict[tuple[str, int, int], dict[str, str | None]] = {}
+    def _checked(self, raw: bytes, sessions: dict[str, Any]) -> Verdicts:
+        """Each session's verdict, from the kept ones where this content was checked before."""
+        key = verdict_key(raw)
+        self.checked.add(key)
+        found = _VERDICTS.get(key)
+        if found is None and self.verdicts is not None:
+            found = self.verdicts.get(key)
+        if not isinstance(found, dict) or set(found) != set(sessions):  # none, or not of this content
+            found = {}
+            for framework, record in sessions.items():
+                try:
+                    check_session(record)
+                    found[framework] = None
+                except StoreEntryError as err:
+                    found[framework] = str(err)
+            if len(_VERDICTS) > 4096:
+                _VERDICTS.clear()
+            _VERDICTS[key] = found
+        if self.verdicts is not None:
+            self.verdicts[key] = found
+        return found
 
 
-def _checked(path: Path, text: str, sessions: dict[str, Any]) -> dict[str, str | None]:
-    key = (str(path), len(text), hash(text))
-    found = _VERDICTS.get(key)
-    if found is None:
-        found = {}
-        for framework, record in sessions.items():
-            try:
-                check_session(record)
-                found[framework] = None
-            except StoreEntryError as err:
-                found[framework] = str(err)
-        if len(_VERDICTS) > 4096:
-            _VERDICTS.clear()
-        _VERDICTS[key] = found
-    return found
+#: The verdicts of this process, by :func:`verdict_key`: a build reads a page's file again,
+#: under its lock, to store a session in it; it is checked once.
+_VERDICTS: dict[str, Verdicts] = {}
+
+#: What :func:`.schema.check_session` is made of: its module and the livecells modules it imports
+#: (tests/store check the list against schema.py's imports).
+CHECKS = ("livecells.store.schema", "livecells.errors", "livecells.model.mime", "livecells.model.text",
+          "livecells.model.vocabulary")
+
+
+@functools.cache
+def _checks_digest() -> bytes:
+    """This livecells' version, the store format and the checks' source: a verdict kept by an
+    older livecells, or before the checks were edited in a source tree, is not used."""
+    digest = hashlib.sha256(f"{__version__}/{FORMAT}".encode())
+    for name in CHECKS:
+        try:
+            digest.update(Path(importlib.import_module(name).__file__ or "").read_bytes())
+        except OSError:
+            digest.update(f"{name}: no source".encode())
+    return digest.digest()
+
+
+def verdict_key(raw: bytes) -> str:
+    """The key of a store file's verdicts: the digest of its bytes and of the checks."""
+    digest = hashlib.sha256(_checks_digest())
+    digest.update(raw)
+    return digest.hexdigest()
 
 
 def _with_stored_devices(record: dict[str, Any], stored: dict[str, Any] | None) -> dict[str, Any]:
@@ -215,14 +264,18 @@ def _with_stored_devices(record: dict[str, Any], stored: dict[str, Any] | None) 
     return {**record, "devices": devices}
 
 
-def _read(path: Path) -> str:
-    """The text of the store file ``path``; anything but a regular file (a FIFO someone committed
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of the store file ``path``; anything but a regular file (a FIFO someone committed
     or made, a device, a folder) is an :class:`OSError`, never a read that blocks the build."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     with open(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")
-        return handle.read().decode("utf-8")
+        return handle.read()
+
+
+def _read(path: Path) -> str:
+    return _read_bytes(path).decode("utf-8")
 
 
 def _empty(docname: str) -> dict[str, Any]:
