@@ -70,6 +70,9 @@ class BuildState:
     book_depends: tuple[str, list[str]] | None = None
     #: Its Python files read as helper modules (livecells_depends_granularity = "definitions").
     book_helpers: Helpers | None = None
+    #: Per page: the plan its keys were computed from, and :func:`page_keys`' answer (the
+    #: pages Sphinx did not read again have the same plan at ``env-updated``).
+    keys: dict[str, tuple[PagePlan, tuple[dict[str, str], list[str]]]] = field(default_factory=dict)
 
 
 def build_state(app: Sphinx) -> BuildState:
@@ -129,9 +132,18 @@ def warn(message: str, subtype: WarningSubtype, location: Any = None) -> None:
 def page_keys(app: Sphinx, page: PagePlan) -> tuple[dict[str, str], list[str]]:
     """The page's session keys (its :depends: and the book's livecells_depends files included),
     and what to warn of its :depends: patterns (none matched, a walk cut short). Unchanged
-    files are not read again."""
-    config = get_config(app.env)
+    files are not read again; a plan's keys are computed once a build."""
     state = build_state(app)
+    known = state.keys.get(page.docname)
+    if known is not None and known[0] is page:
+        return known[1]
+    found = _page_keys(app, page, state)
+    state.keys[page.docname] = (page, found)
+    return found
+
+
+def _page_keys(app: Sphinx, page: PagePlan, state: BuildState) -> tuple[dict[str, str], list[str]]:
+    config = get_config(app.env)
     hashes = file_hashes(app.env)
     fine = config.depends_granularity == Granularity.DEFINITIONS
     # The book's library files (livecells_library) are dependencies as livecells_depends' are.
