@@ -204,6 +204,32 @@ def test_rebuilds_run_only_what_changed(site, fake):
     assert "alpha reads second version" in outputs(cell_with(page(app), "alpha reads"))
 
 
+def test_each_pages_keys_are_computed_once_a_build_and_again_for_a_new_plan(built, fake, monkeypatch):
+    """env-get-outdated and env-updated share a page's keys while its plan is the same; a page
+    read again (a new plan) gets keys of its own, and a :depends: edit still re-runs its page."""
+    from livecells.pipeline import run as run_module
+
+    made: list[str] = []
+    real = run_module.session_keys
+
+    def counted(page, *args):
+        made.append(page.docname)
+        return real(page, *args)
+
+    monkeypatch.setattr(run_module, "session_keys", counted)
+    build(built, fake)  # published: the doctrees are new, every page is read
+    assert sorted(made) == ["index", "other"] and fake.take() == []
+    made.clear()
+    state, _, _ = build(built, fake)  # a no-op
+    assert sorted(made) == ["index", "other"] and state.cached == 4
+    made.clear()
+    (built / "data" / "input.txt").write_text("second version\n")
+    state, _, _ = build(built, fake)
+    # index: once for env-get-outdated (outdated by its :depends:), once for its new plan.
+    assert sorted(made) == ["index", "index", "other"], made
+    assert fake.take() == [("index", "alpha"), ("index", "beta")]
+
+
 def test_gpu_required_on_a_cpu_machine_shows_stored_results(built, fake):
     state, warnings, app = build(built, fake, device="gpu")  # the store, published
     assert state.ran == 0 and fake.take() == []
