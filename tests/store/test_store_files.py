@@ -35,7 +35,7 @@ import pytest
 from livecells.errors import StoreEntryError
 from livecells.model.text import css_name, strip_ansi, strip_controls
 from livecells.render.ansi import ansi_to_html
-from livecells.store.files import OutputStore
+from livecells.store.files import OutputStore, verdict_key
 from livecells.store.schema import check_output, check_session, repair_session
 
 import paths
@@ -502,8 +502,6 @@ def test_the_kept_verdicts_are_those_of_the_last_builds_files(site):
     write_store(site, "index", sessions)
     app, _ = build_site(site, confoverrides=conf)
     second = set(app.env.livecells.store_verdicts)
-    from livecells.store.files import verdict_key
-
     assert second == {verdict_key(path.read_bytes()), verdict_key((site / "_livecells" / "other.json").read_bytes())}
     assert len(first & second) == 1
 

@@ -38,7 +38,7 @@ REPLACED = "its results will be recomputed, and the file replaced when they are 
 
 
 #: Each session's problem (None: none), by framework: the checks' verdict on one file's sessions.
-Verdicts = dict[str, "str | None"]
+Verdicts = dict[str, str | None]
 
 
 class OutputStore:
