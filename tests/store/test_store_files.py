@@ -490,6 +490,32 @@ def test_a_store_file_is_checked_again_exactly_when_its_content_or_the_checks_ch
     assert sorted(checked) == ["alpha", "alpha", "beta"], checked
 
 
+def test_the_files_a_build_writes_are_not_checked_again_by_the_next(site, monkeypatch):
+    """Sphinx pickles no environment after a build that wrote no page, so the verdicts a no-op
+    takes are lost: the build that ran the sessions keeps those of the files it wrote."""
+    from livecells.store import files
+
+    checked: list[str] = []
+
+    def counting(record):
+        checked.append(record.get("framework"))
+        return check_session(record)
+
+    monkeypatch.setattr(files, "check_session", counting)
+    (site / "_livecells" / "other.json").unlink()
+    kernels = FakeKernels()
+    build_site(site, kernels=kernels, freshenv=True)
+    assert kernels.take() == [("index", "alpha"), ("index", "beta"), ("other", "alpha")]
+    for _ in range(2):
+        files._VERDICTS.clear()  # a new build process: only the environment's verdicts
+        checked.clear()
+        app, warnings = build_site(site, kernels=kernels)
+        assert kernels.take() == [] and app.env.livecells_outcome.cached == 3
+        assert checked == [] and not warnings_of(warnings, "store"), warnings
+    written = {verdict_key(p.read_bytes()) for p in (site / "_livecells").glob("*.json")}
+    assert set(app.env.livecells.store_verdicts) == written
+
+
 def test_the_kept_verdicts_are_those_of_the_last_builds_files(site):
     """A file's old contents leave no verdict behind in the environment."""
     path = write_store(site, "index", good_sessions())

@@ -110,8 +110,8 @@ def on_env_updated(app: Sphinx, env: BuildEnvironment) -> list[str]:
     hashes = file_hashes(env)
     for path in [p for p in hashes if not Path(p).exists()]:
         del hashes[path]  # files that are gone keep no entry
-    verdicts = env_state(env).store_verdicts
-    for key in [k for k in verdicts if k not in run.store.checked]:
+    verdicts, current = env_state(env).store_verdicts, run.store.checked
+    for key in [k for k in verdicts if k not in current]:
         del verdicts[key]  # only this build's store files' verdicts are kept
     return changed
 

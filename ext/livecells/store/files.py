@@ -45,14 +45,20 @@ class OutputStore:
     """The folder of stored results.
 
     ``verdicts``, a mapping its owner keeps (a build's environment), holds the checks' verdicts
-    by content digest (:func:`verdict_key`); the digests this object looked up are in
-    :attr:`checked`, so that the owner can drop the others.
+    by content digest (:func:`verdict_key`); the digests of the contents this object last read or
+    wrote, one per page, are :attr:`checked`, so that the owner can drop the others.
     """
 
     def __init__(self, root: str | os.PathLike[str], verdicts: MutableMapping[str, Verdicts] | None = None) -> None:
         self.root = Path(root)
         self.verdicts = verdicts
-        self.checked: set[str] = set()
+        #: Per page: the digest of the content this object last read or wrote.
+        self._current: dict[str, str] = {}
+
+    @property
+    def checked(self) -> set[str]:
+        """The digests of the pages' contents this object last read or wrote."""
+        return set(self._current.values())
 
     def path(self, docname: str) -> Path:
         return self.root / f"{docname}{SUFFIX}"
@@ -105,7 +111,7 @@ class OutputStore:
                 f"{path}: written in store format {version!r}, newer than this livecells "
                 f"understands ({FORMAT}); it is left alone and its results are not used"
             )
-        verdicts = self._checked(raw, data["sessions"])
+        verdicts = self._checked(docname, raw, data["sessions"])
         for framework, why in verdicts.items():
             if why is not None:
                 del data["sessions"][framework]
@@ -182,13 +188,14 @@ class OutputStore:
         data["format"] = FORMAT
         data["page"] = docname
         text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        raw = text.encode("utf-8")
         # Not tempfile.mkstemp (always 0600): the store is shared (committed, published by
         # another user), so its files get 0666 less the umask, as any file the user writes.
         tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(raw)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
@@ -196,12 +203,15 @@ class OutputStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        # The written content's verdicts, from what a read of it decodes: a build that writes no
+        # page is not pickled by Sphinx, so the next build's reads must find them kept here.
+        self._checked(docname, raw, json.loads(text)["sessions"])
 
 
-    def _checked(self, raw: bytes, sessions: dict[str, Any]) -> Verdicts:
+    def _checked(self, docname: str, raw: bytes, sessions: dict[str, Any]) -> Verdicts:
         """Each session's verdict, from the kept ones where this content was checked before."""
         key = verdict_key(raw)
-        self.checked.add(key)
+        self._current[docname] = key
         found = _VERDICTS.get(key)
         if found is None and self.verdicts is not None:
             found = self.verdicts.get(key)
