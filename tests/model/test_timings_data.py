@@ -120,7 +120,7 @@ def test_the_device_columns_lead_with_the_shown_results_device_whatever_the_name
     on_intel = {("a", "pytorch"): record(intel, "2026-01-02", [1.0]).with_devices(kept)}
     devices, _ = device_rows(on_intel)
     assert devices == [f"{intel} (CPU)", f"{amd} (CPU)", "NVIDIA H200"]
-    header = device_table(on_intel)[1]
+    header = device_table(device_rows(on_intel))[1]
     assert header.startswith("session ") and header.index(intel) < header.index(amd) < header.index("NVIDIA"), header
     # Two sessions show Intel's result and one AMD's: Intel, AMD, then the rest by name.
     on_both = {
@@ -131,7 +131,7 @@ def test_the_device_columns_lead_with_the_shown_results_device_whatever_the_name
     devices, rows = device_rows(on_both)
     assert devices == [f"{intel} (CPU)", f"{amd} (CPU)", "Apple M2 (CPU)"], devices
     assert [name for name, _ in rows] == ["b [pytorch]", "c [pytorch]", "d [pytorch]"]
-    chart = device_chart(on_both)
+    chart = device_chart(device_rows(on_both))
     assert chart.index(f">{intel} (CPU)<") < chart.index(f">{amd} (CPU)<") < chart.index(">Apple M2 (CPU)<")
 
 

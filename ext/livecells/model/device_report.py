@@ -21,18 +21,21 @@ from livecells.model.timings import DeviceTimings, format_seconds
 PALETTE = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377")
 
 Rows = list[tuple[str, dict[str, float | None]]]
+#: What :func:`device_rows` gives: the devices' labels, in order, and the rows.
+DeviceRows = tuple[list[str], Rows]
 
 
-def device_rows(records: Mapping[tuple[str, str], SessionRecord]) -> tuple[list[str], Rows]:
+def device_rows(records: Mapping[tuple[str, str], SessionRecord]) -> DeviceRows:
     """The devices (labels, in :func:`device_order`) and, per session ``page [framework]``,
-    its cells' summed time on each device it ran on."""
+    its cells' summed time on each device it ran on: what :func:`device_table` and
+    :func:`device_chart` show (computed once for both: a book's every record)."""
     shown: Counter[str] = Counter()
     rows: Rows = []
     for (page, framework), record in sorted(records.items()):
         times: dict[str, float | None] = {}
-        for timings in record.all_devices().values():
-            times[_label(timings)] = timings.seconds()
         own = record.timings()
+        for timings in record.all_devices(own).values():
+            times[_label(timings)] = timings.seconds()
         if own is not None:
             shown[_label(own)] += 1
         if times:
@@ -52,10 +55,11 @@ def _label(timings: DeviceTimings) -> str:
     return one_line(timings.label, 80)  # stored text: no controls, not too long
 
 
-def device_table(records: Mapping[tuple[str, str], SessionRecord]) -> list[str]:
-    """The report's section: one row per session, one column per device (cells' time summed);
-    none while every session ran on one device (the session table says it all)."""
-    devices, rows = device_rows(records)
+def device_table(found: DeviceRows) -> list[str]:
+    """The report's section of :func:`device_rows`: one row per session, one column per device
+    (cells' time summed); none while every session ran on one device (the session table says
+    it all)."""
+    devices, rows = found
     if len(devices) < 2:
         return []
     header = ["session", *devices]
@@ -70,9 +74,9 @@ def device_table(records: Mapping[tuple[str, str], SessionRecord]) -> list[str]:
     return [*lines, ""]
 
 
-def device_chart(records: Mapping[tuple[str, str], SessionRecord]) -> str | None:
+def device_chart(found: DeviceRows) -> str | None:
     """An SVG bar chart of :func:`device_rows`: per session, one bar per device (None: no data)."""
-    devices, rows = device_rows(records)
+    devices, rows = found
     if not rows:
         return None
     colours = {d: PALETTE[n % len(PALETTE)] for n, d in enumerate(devices)}

@@ -163,10 +163,11 @@ class SessionRecord:
             ),
         )
 
-    def all_devices(self) -> dict[str, DeviceTimings]:
-        """Every device's latest timings the record knows: its own over the kept ones."""
+    def all_devices(self, own: DeviceTimings | None = None) -> dict[str, DeviceTimings]:
+        """Every device's latest timings the record knows: its own (``own``, if the caller has
+        :meth:`timings` already) over the kept ones."""
         found = dict(self.devices)
-        own = self.timings()
+        own = own or self.timings()
         if own is not None:
             found[own.device] = own
         return found

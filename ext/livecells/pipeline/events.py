@@ -25,6 +25,7 @@ from sphinx.util import logging
 
 from livecells.config import LivecellsConfig, get_config
 from livecells.errors import ExecutorError
+from livecells.model.device_report import device_rows
 from livecells.model.records import OUTCOME_ATTRIBUTE, RENDER_WARNED, BuildOutcome, outcome_of
 from livecells.model.vocabulary import ExecuteMode, WarningSubtype
 from livecells.pipeline.guess import changed_frameworks
@@ -144,11 +145,12 @@ def on_build_finished(app: Sphinx, exception: BaseException | None) -> None:
     # A folder chosen inside the site is published with it: no tracebacks, no host names. (The
     # default, the doctree folder, is Sphinx's internals, even where it is the site's .doctrees.)
     published = bool(config.summary_dir) and Path(app.outdir).resolve() in (folder.resolve(), *folder.resolve().parents)
+    devices = device_rows(outcome.records)
     write_summary(
         folder, list(outcome.sessions.values()), totals, outcome.unknown, root=str(app.srcdir), published=published,
-        sections=report_sections(outcome, str(app.srcdir)),
+        sections=report_sections(outcome, devices, str(app.srcdir)),
     )
-    write_chart(folder, outcome)
+    write_chart(folder, devices)
     if exception is None and config.raise_on_error and outcome.failures():
         # A failed verdict is the book's problem, not a crash: an error line and a non-zero exit
         # status (as sphinx.ext.doctest does), without the traceback and "report this to

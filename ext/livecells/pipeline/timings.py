@@ -15,7 +15,7 @@ from pathlib import Path
 from sphinx.util import logging
 
 from livecells.config import WARNING_TYPE
-from livecells.model.device_report import device_chart, device_table
+from livecells.model.device_report import DeviceRows, device_chart, device_table
 from livecells.model.plans import SessionPlan
 from livecells.model.records import BuildOutcome, Problem, SessionRecord
 from livecells.model.timings import drifts
@@ -55,9 +55,9 @@ def drift_problems(
     return problems
 
 
-def report_sections(outcome: BuildOutcome, root: str = "") -> list[str]:
+def report_sections(outcome: BuildOutcome, devices: DeviceRows, root: str = "") -> list[str]:
     """report.txt's timing sections: the cells whose time drifted (located relative to ``root``,
-    the source dir), and the device × page table."""
+    the source dir), and the device × page table of ``devices`` (the outcome's records')."""
     lines = []
     drifted = [
         (session, problem)
@@ -72,12 +72,13 @@ def report_sections(outcome: BuildOutcome, root: str = "") -> list[str]:
             for session, problem in drifted
         ]
         lines.append("")
-    return lines + device_table(outcome.records)
+    return lines + device_table(devices)
 
 
-def write_chart(folder: Path, outcome: BuildOutcome) -> None:
-    """``devices.svg`` beside report.txt: each session's time on each device the store holds."""
-    chart = device_chart(outcome.records) if device_table(outcome.records) else None
+def write_chart(folder: Path, devices: DeviceRows) -> None:
+    """``devices.svg`` beside report.txt: each session's time on each device the store holds
+    (``devices``: the build's records' :func:`.device_rows`)."""
+    chart = device_chart(devices) if device_table(devices) else None
     path = folder / "devices.svg"
     if chart is None:
         path.unlink(missing_ok=True)

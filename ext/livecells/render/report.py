@@ -178,10 +178,10 @@ class RenderLiveReport(SphinxPostTransform):
     def _devices(self, app: Sphinx) -> list[nodes.Node]:
         """Once the store holds timings of two devices or more: a session × device table of
         the cells' summed times, and (HTML) its chart (see :mod:`livecells.model.device_report`)."""
-        records = outcome_of(self.env).records
-        if not device_table(records):
+        found = device_rows(outcome_of(self.env).records)
+        if not device_table(found):
             return []
-        devices, rows = device_rows(records)
+        devices, rows = found
         table = nodes.table(classes=["livecells-report", "livecells-report-devices", *MATHJAX_IGNORE])
         group = nodes.tgroup(cols=len(devices) + 1)
         table += group
@@ -198,7 +198,7 @@ class RenderLiveReport(SphinxPostTransform):
             body += _row([nodes.Text(text) for text in (name, *shown)])
         group += body
         out: list[nodes.Node] = [table]
-        chart = device_chart(records)
+        chart = device_chart(found)
         if app.builder.format == "html" and chart is not None:
             out.append(nodes.raw("", chart, format="html", classes=["livecells-report-chart"]))
         return out
