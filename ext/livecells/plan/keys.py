@@ -32,6 +32,8 @@ from livecells.plan.helpers import Helpers, ModuleCache, UsageCache, read_helper
 
 #: Bumped when the way a session is executed changes what it would produce.
 KEY_VERSION = 2
+#: ``json.dumps(entry, default=repr)``, without a new encoder for each of a book's cells.
+_CELL_ENCODER = json.JSONEncoder(default=repr)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def session_key(session: SessionPlan, depends_digest: str, settings: RunSettings
             entry.append([cell.repeat, cell.warmup])
         if cell.options:  # keyed options of read/cell_options.py with no field of their own
             entry.append({"options": [[name, value] for name, value in cell.options]})
-        digest.update(json.dumps(entry, default=repr).encode())
+        digest.update(_CELL_ENCODER.encode(entry).encode())
         digest.update(b"\0")
     return digest.hexdigest()
 
