@@ -280,6 +280,25 @@ def test_the_verdict_counts_each_shown_cell_once_wherever_its_result_came_from()
     assert verdict(stored) == Verdict(failed=(2,), not_run=(3,))  # the command line: every stored cell
 
 
+def test_a_session_key_is_the_same_in_every_release_of_its_key_version():
+    """Every stored result is found by its key: a key that changes without KEY_VERSION (an
+    encoder swapped, a field's order) would run every book's every session again. The value
+    was computed by the code before the key's encoding was last changed (47178dc)."""
+    from livecells.model.frameworks import FrameworkSpec
+    from livecells.plan.keys import KEY_VERSION, RunSettings, session_key
+
+    cells = (
+        CellPlan(index=0, frameworks=("alpha",), code="print('é', 1)", line=1, code_line=2),
+        CellPlan(index=1, frameworks=("alpha",), code="x = 1", line=5, code_line=6, timeout=20.0,
+                 raises=("KeyError", "A"), allow_errors=True, repeat=3, warmup=1, options=(("tag", "v"), ("n", 2))),
+    )
+    spec = FrameworkSpec("alpha", "Alpha", sync="pass", gpu_used="False")
+    session = SessionPlan("page", "alpha", "/src/page.rst", cells, PageSettings(gpus=1, timeout=60))
+    settings = RunSettings(timeout=600, output_limit=100_000, frameworks={"alpha": spec}, env_drop=("*tok*",))
+    assert KEY_VERSION == 2
+    assert session_key(session, "deps", settings) == "2e6057a159215bd6c0cf27ab76c0b2851c114b72f4bdbc6735e71f5702ef27d5"
+
+
 def test_the_session_key_holds_every_setting_that_changes_a_result():
     """A stored result stands only for what ran: each setting a run depends on is in its key."""
     from livecells.model.frameworks import FrameworkSpec
