@@ -516,6 +516,35 @@ def test_the_files_a_build_writes_are_not_checked_again_by_the_next(site, monkey
     assert set(app.env.livecells.store_verdicts) == written
 
 
+def test_the_collector_pauses_while_the_store_is_read_and_never_while_cells_run(site, monkeypatch):
+    """The stored records are read with the cyclic collector paused (pipeline/run.py's
+    collector_paused); cells run with it on, and a build leaves it as it found it."""
+    import gc
+
+    from livecells.store import files
+
+    index = site / "index.rst"
+    index.write_text(index.read_text().replace('print("first")', "import gc; print('collector', gc.isenabled())"))
+    reads: list[bool] = []
+    records = files.OutputStore.records
+
+    def reading(self, docname, problems=None):
+        reads.append(gc.isenabled())
+        return records(self, docname, problems)
+
+    monkeypatch.setattr(files.OutputStore, "records", reading)
+    app, _ = build_site(site, kernels=FakeKernels(), freshenv=True)
+    assert "collector True" in outputs(cell_with(page(app), "gc.isenabled()"))
+    assert reads and not any(reads) and gc.isenabled()
+    gc.disable()  # a book's conf.py (or a caller) that turned it off keeps it off
+    try:
+        reads.clear()
+        build_site(site, confoverrides={"livecells_execute": "cache"})
+        assert reads and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_the_kept_verdicts_are_those_of_the_last_builds_files(site):
     """A file's old contents leave no verdict behind in the environment."""
     path = write_store(site, "index", good_sessions())

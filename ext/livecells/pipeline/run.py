@@ -10,10 +10,13 @@ and its problems become warnings located at the cell. What happened to every ses
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import hashlib
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -197,6 +200,21 @@ def excluded(app: Sphinx, docname: str) -> bool:
     return matcher(docname) or matcher(relative)
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused, then as it was: for reading every page's stored
+    records, tens of thousands of objects that live to the build's end and make no garbage
+    cycle, which would otherwise trigger a full collection of the whole process (each one
+    tenths of a second at d2l's size, see docs/performance.rst). Never around running cells."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def session_outcome(
     session: SessionPlan,
     key: str,
@@ -315,6 +333,15 @@ class Run:
         """Decide, run and store the sessions of this build; the pages to rewrite."""
         sessions = session_plans(self.env, self.config.framework_names(), self.app.tags)
         gpus, mode = self.devices(sessions)
+        with collector_paused():
+            jobs = self.decide_sessions(sessions, mode)
+        if jobs:
+            self.execute(gpus, jobs)
+        return sorted(self.changed_pages)
+
+    def decide_sessions(self, sessions: list[SessionPlan], mode: Mode) -> list[SessionJob]:
+        """Each session's decision, from its key and stored record: the outcome of each that does
+        not run (warned of as the page shows it), and the jobs of those that do."""
         keys = self.keys
         for docname, page in plans(self.env).items():
             for cell in page.cells:
@@ -375,9 +402,7 @@ class Run:
                 self.outcome.cached += 1
             else:
                 self.outcome.skipped += 1
-        if jobs:
-            self.execute(gpus, jobs)
-        return sorted(self.changed_pages)
+        return jobs
 
     def page_mode(self, session: SessionPlan) -> tuple[ExecuteMode, str]:
         """How the session's page runs, and why it does not by the author's choice ("": it is
