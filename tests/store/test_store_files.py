@@ -502,6 +502,7 @@ def test_the_files_a_build_writes_are_not_checked_again_by_the_next(site, monkey
         return check_session(record)
 
     monkeypatch.setattr(files, "check_session", counting)
+    monkeypatch.setattr(files, "_VERDICTS", {})  # (this process's cache, cleared per build below)
     (site / "_livecells" / "other.json").unlink()
     kernels = FakeKernels()
     build_site(site, kernels=kernels, freshenv=True)
